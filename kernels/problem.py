@@ -1,0 +1,211 @@
+"""What a problem is: one op at one shape, dtype and layout, and the contract every op meets.
+
+A Problem is plain, hashable data that travels everywhere (the web form, Celery, the agent
+state, the harness's subprocess). An Op knows how to make inputs for a problem, compute the
+reference, count the work and judge closeness. A Family renders candidate source for one
+point of its parameter space.
+
+Candidate contract (ARCHITECTURE.md, with R1.3's destination passing): a candidate is the
+source of one self-contained module defining
+
+    def run(*inputs, out) -> None        # fill `out` (allocated and poisoned by the harness)
+    def prepare(*inputs) -> None         # optional, untimed, must not depend on input values
+
+where `inputs` come from Op.make_inputs and `out` has Op.output_spec's shape and dtype.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+DTYPES: dict[str, torch.dtype] = {
+    "fp16": torch.float16,
+    "bf16": torch.bfloat16,
+    "fp32": torch.float32,
+}
+
+# Upper bound on elements of any one tensor a problem may describe: 2**34 elements is 32 GiB
+# in bf16, beyond what a single GPU test should ever allocate.
+MAX_ELEMENTS = 2**34
+
+
+class ProblemError(ValueError):
+    """A problem description that cannot be run; the message is shown to the user as is."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    op: str
+    shape: tuple[int, ...]  # sizes in the op's `dims` order, e.g. (M, N, K) for matmul
+    dtype: str = "bf16"  # a key of DTYPES
+    layout: str = ""  # op-specific variant, e.g. "NN"/"TN" for matmul; "" when the op has one
+
+    @property
+    def key(self) -> str:
+        """Stable text id, used in URLs, leaderboards and file names."""
+        dims = "x".join(str(s) for s in self.shape)
+        return f"{self.op}/{dims}/{self.dtype}" + (f"/{self.layout}" if self.layout else "")
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+    def with_shape(self, *shape: int) -> Problem:
+        return Problem(self.op, tuple(shape), self.dtype, self.layout)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"op": self.op, "shape": list(self.shape), "dtype": self.dtype, "layout": self.layout}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Problem:
+        return cls(
+            op=str(data["op"]),
+            shape=tuple(int(s) for s in data["shape"]),
+            dtype=str(data.get("dtype", "bf16")),
+            layout=str(data.get("layout", "")),
+        )
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Closeness test relative to magnitude: |out - ref| <= atol + rtol * |ref|, elementwise.
+
+    Outputs that are all zero cannot pass against a non-zero reference, and NaN never passes.
+    """
+
+    rtol: float
+    atol: float
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+
+@dataclass(frozen=True)
+class ParamSpace:
+    """A family's search space: each parameter's allowed values, plus a validity rule."""
+
+    choices: Mapping[str, Sequence[Any]]
+    # Names the parameters whose product must fit the hardware, for humans and the planner.
+    constraints: tuple[str, ...] = field(default=())
+
+    def size(self) -> int:
+        n = 1
+        for values in self.choices.values():
+            n *= len(values)
+        return n
+
+
+class Family(abc.ABC):
+    """A parameterized kernel that renders to a complete candidate module per parameter point."""
+
+    name: str
+    op: str
+    backend: str = "triton"  # "triton" or "cuda"
+    description: str = ""
+
+    @abc.abstractmethod
+    def space(self, problem: Problem) -> ParamSpace: ...
+
+    @abc.abstractmethod
+    def default(self, problem: Problem) -> dict[str, Any]:
+        """A sensible starting point for this problem (always valid)."""
+
+    def check(self, problem: Problem, params: Mapping[str, Any]) -> str | None:
+        """Why this point is invalid for this problem (e.g. shared memory), or None if valid."""
+        space = self.space(problem)
+        for name, value in params.items():
+            if name not in space.choices:
+                return f"unknown parameter {name!r}"
+            if value not in space.choices[name]:
+                return f"{name}={value!r} is not one of {list(space.choices[name])}"
+        missing = set(space.choices) - set(params)
+        return f"missing parameters {sorted(missing)}" if missing else None
+
+    @abc.abstractmethod
+    def render(self, problem: Problem, params: Mapping[str, Any]) -> str:
+        """Complete, readable candidate source; the same params give byte-identical text."""
+
+
+class Op(abc.ABC):
+    """One folder under kernels/ops/ implements this; see kernels/README.md."""
+
+    name: str
+    dims: tuple[str, ...]  # names of the shape entries, e.g. ("M", "N", "K")
+    dtypes: tuple[str, ...] = ("fp16", "bf16", "fp32")
+    layouts: tuple[str, ...] = ("",)
+    description: str = ""
+
+    def validate(self, problem: Problem) -> None:
+        """Raise ProblemError with a message a user can act on."""
+        if problem.op != self.name:
+            raise ProblemError(f"problem is for op {problem.op!r}, not {self.name!r}")
+        if len(problem.shape) != len(self.dims):
+            want = "x".join(self.dims)
+            raise ProblemError(f"{self.name} takes a shape {want}, got {len(problem.shape)} sizes")
+        for dim, size in zip(self.dims, problem.shape, strict=True):
+            if size < 1:
+                raise ProblemError(f"{dim}={size}: sizes must be positive")
+        if problem.dtype not in self.dtypes:
+            raise ProblemError(f"{self.name} supports dtypes {list(self.dtypes)}, not {problem.dtype!r}")
+        if problem.layout not in self.layouts:
+            raise ProblemError(f"{self.name} supports layouts {list(self.layouts)}, not {problem.layout!r}")
+        for spec in self.input_shapes(problem) + [self.output_spec(problem).shape]:
+            n = 1
+            for s in spec:
+                n *= s
+            if n > MAX_ELEMENTS:
+                raise ProblemError(f"a tensor of shape {tuple(spec)} is too large ({n:,} elements)")
+
+    def size(self, problem: Problem, dim: str) -> int:
+        return problem.shape[self.dims.index(dim)]
+
+    @abc.abstractmethod
+    def input_shapes(self, problem: Problem) -> list[tuple[int, ...]]: ...
+
+    @abc.abstractmethod
+    def output_spec(self, problem: Problem) -> OutputSpec: ...
+
+    @abc.abstractmethod
+    def make_inputs(
+        self, problem: Problem, *, seed: int, device: str | torch.device
+    ) -> tuple[torch.Tensor, ...]:
+        """Seeded random inputs of any shape and dtype (same seed -> same values)."""
+
+    @abc.abstractmethod
+    def adversarial_inputs(
+        self, problem: Problem, *, seed: int, device: str | torch.device
+    ) -> dict[str, tuple[torch.Tensor, ...]]:
+        """Named hard cases: large dynamic range, near-zero variance, identical rows..."""
+
+    @abc.abstractmethod
+    def reference(self, problem: Problem, *inputs: torch.Tensor) -> torch.Tensor:
+        """The exact answer, computed in float32 or float64 (never the problem's low dtype)."""
+
+    @abc.abstractmethod
+    def baseline(self, problem: Problem, *inputs: torch.Tensor, out: torch.Tensor) -> None:
+        """What users run today (torch eager), destination-passing like a candidate."""
+
+    @abc.abstractmethod
+    def flops(self, problem: Problem) -> int: ...
+
+    @abc.abstractmethod
+    def bytes_moved(self, problem: Problem) -> int:
+        """Fewest bytes through device memory: each input read once, each output written once."""
+
+    @abc.abstractmethod
+    def tolerance(self, problem: Problem) -> Tolerance: ...
+
+    @abc.abstractmethod
+    def sweep(self, problem: Problem) -> list[Problem]:
+        """Correctness shapes around this problem: tiny, odd, non-power-of-two, and the workload."""
+
+    @abc.abstractmethod
+    def families(self) -> list[Family]: ...
