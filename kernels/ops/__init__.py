@@ -1,0 +1,1 @@
+"""One package per op; each defines OP (a kernels.problem.Op)."""
