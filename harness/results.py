@@ -112,6 +112,11 @@ class DeviceInfo:
     cuda: str = ""
     peak_tflops: float | None = None  # measured dense bf16 matmul rate
     peak_gbps: float | None = None  # measured device-to-device copy bandwidth
+    # Added by the harness engineer: per-dtype measured matmul rates (fp32 is TF32-off), how
+    # the ceilings were measured, and whether they came from the per-device cache.
+    peak_tflops_by_dtype: dict[str, float] = field(default_factory=dict)
+    method: str = ""
+    cached: bool = False
 
 
 @dataclass
@@ -131,6 +136,11 @@ class Evaluation:
     duration_s: float = 0.0
     stdout_tail: str = ""  # the sandbox's captured output, size-capped
     error: str = ""  # why it failed, one paragraph for humans
+    # Added by the harness engineer: GPU kernels / aten ops seen in one audited call, the
+    # isolation that was actually applied (it depends on the host), and timing cross-checks.
+    kernels: list[str] = field(default_factory=list)
+    isolation: dict[str, Any] = field(default_factory=dict)
+    checks: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -1,0 +1,3 @@
+from agents.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,164 @@
+"""`python -m agents optimize ...`: a whole optimization from a shell (how benchmarks are taken).
+
+JSON lines go to stdout (one per event, then a summary), a progress bar to stderr. This is an
+edge: it is the one place besides the Celery worker that reads the environment (API keys).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from tqdm import tqdm
+
+from agents.config import Budget, LLMSettings, OptimizeConfig, Provider, parse_duration
+from agents.reporting import IterationEvent
+from kernels import get_op, parse_problem
+from kernels.problem import Problem, ProblemError
+
+
+class CliReporter:
+    """Reporter for a terminal: JSON lines to `out`, a tqdm bar over the wall budget to stderr."""
+
+    def __init__(self, out: TextIO, *, wall_s: float | None, progress: bool) -> None:
+        self.out = out
+        self.best: float | None = None
+        self.attempts = 0
+        self.bar = (
+            tqdm(total=round(wall_s) if wall_s else None, unit="s", file=sys.stderr, dynamic_ncols=True)
+            if progress
+            else None
+        )
+
+    def _write(self, kind: str, data: dict[str, Any]) -> None:
+        self.out.write(json.dumps({"event": kind, **data}, default=str) + "\n")
+        self.out.flush()
+
+    def started(self, *, problem: Problem, budget: dict[str, Any]) -> None:
+        self._write("started", {"problem": problem.to_dict(), "budget": budget})
+
+    def iteration(self, event: IterationEvent) -> None:
+        self.attempts += 1
+        self.best = event.best_speedup
+        self._write("iteration", event.to_dict())
+        if self.bar is not None:
+            self.bar.n = min(round(event.elapsed_s), self.bar.total or round(event.elapsed_s))
+            best = f"{self.best:.3f}x" if self.best is not None else "-"
+            self.bar.set_postfix_str(f"#{event.index} {event.verdict.value} best {best}")
+
+    def profile(self, *, index: int, profile: dict[str, Any]) -> None:
+        self._write("profile", {"index": index, "profile": profile})
+
+    def finished(self, *, best: IterationEvent | None, stop_reason: str) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        self._write("finished", {"stop_reason": stop_reason, "best": best.to_dict() if best else None})
+
+    def failed(self, *, error: str) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        self._write("failed", {"error": error})
+
+    def cancel_requested(self) -> bool:
+        return False  # Ctrl-C raises KeyboardInterrupt; the checkpoint lets a rerun resume
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m agents")
+    sub = parser.add_subparsers(dest="command", required=True)
+    opt = sub.add_parser("optimize", help="optimize one op at one shape and dtype")
+    opt.add_argument("--op", required=True)
+    opt.add_argument("--shape", required=True, help="sizes in the op's dims order, e.g. 4096x4096x4096")
+    opt.add_argument("--dtype", default="bf16")
+    opt.add_argument("--layout", default=None, help="op variant, e.g. NN for matmul (default: the op's first)")
+    opt.add_argument("--budget", default="10m", help="wall time cap, e.g. 10m, 90s (across resumes)")
+    opt.add_argument("--gpu-budget", default=None, help="harness time cap, e.g. 8m")
+    opt.add_argument("--max-attempts", type=int, default=None)
+    opt.add_argument("--max-tokens", type=int, default=None, help="LLM token cap")
+    opt.add_argument("--max-cost", type=float, default=None, help="LLM cost cap in USD")
+    opt.add_argument("--planner", choices=[p.value for p in Provider], default="offline")
+    opt.add_argument("--coder", choices=[p.value for p in Provider], default="offline")
+    opt.add_argument("--model", default=LLMSettings.model, help="any litellm provider string")
+    opt.add_argument("--api-base", default=None)
+    opt.add_argument("--api-key-env", default=None, help="variable holding the key (default: provider's)")
+    opt.add_argument("--llm-timeout", type=float, default=LLMSettings.timeout_s)
+    opt.add_argument("--baseline", default="torch", help="harness baseline the speedup is against")
+    opt.add_argument("--plateau", type=int, default=12, help="stop after N attempts in a row not kept (0: never)")
+    opt.add_argument("--target-speedup", type=float, default=None)
+    opt.add_argument("--roof-pct", type=float, default=None)
+    opt.add_argument("--batch-size", type=int, default=4)
+    opt.add_argument("--seed", type=int, default=0)
+    opt.add_argument("--no-profile", action="store_true", help="skip Nsight Compute profiling")
+    opt.add_argument("--full", action="store_true", help="the harness's full protocol, not quick mode")
+    opt.add_argument("--checkpoint", default="sqlite:///var/agents-checkpoints.sqlite3", help="DB URL or '' for none")
+    opt.add_argument("--thread-id", default=None, help="resume this run if it has checkpoints")
+    opt.add_argument("--out-dir", default=None, help="write best.py and result.json here")
+    opt.add_argument("--no-progress", action="store_true")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace, environ: dict[str, str]) -> OptimizeConfig:
+    key = environ.get(args.api_key_env) if args.api_key_env else None
+    base = OptimizeConfig.from_env(environ)
+    llm = LLMSettings(
+        model=args.model,
+        api_base=args.api_base,
+        api_key=key or base.llm.api_key,
+        timeout_s=args.llm_timeout,
+    )
+    return OptimizeConfig(
+        budget=Budget(
+            wall_s=parse_duration(args.budget) if args.budget else None,
+            gpu_s=parse_duration(args.gpu_budget) if args.gpu_budget else None,
+            llm_tokens=args.max_tokens,
+            llm_cost_usd=args.max_cost,
+            max_attempts=args.max_attempts,
+        ),
+        planner=Provider(args.planner),
+        coder=Provider(args.coder),
+        llm=llm,
+        seed=args.seed,
+        baseline=args.baseline,
+        plateau=args.plateau or None,
+        target_speedup=args.target_speedup,
+        roof_pct=args.roof_pct,
+        batch_size=args.batch_size,
+        profile=not args.no_profile,
+        quick=not args.full,
+    )
+
+
+def main(argv: list[str] | None = None, *, environ: dict[str, str] | None = None) -> int:
+    import os
+
+    from agents.optimize import optimize
+
+    args = build_parser().parse_args(argv)
+    env = dict(os.environ if environ is None else environ)
+    try:
+        layout = args.layout if args.layout is not None else get_op(args.op).layouts[0]
+        problem = parse_problem(args.op, args.shape, args.dtype, layout)
+        config = config_from_args(args, env)
+    except (ProblemError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.checkpoint.startswith("sqlite:///") and not args.checkpoint.startswith("sqlite:////"):
+        Path(args.checkpoint.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    reporter = CliReporter(sys.stdout, wall_s=config.budget.wall_s, progress=not args.no_progress)
+    try:
+        result = optimize(problem, config, reporter, thread_id=args.thread_id, checkpointer_url=args.checkpoint or None)
+    except Exception as exc:
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    summary = result.to_dict()
+    reporter._write("summary", summary)
+    if args.out_dir:
+        out = Path(args.out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "result.json").write_text(json.dumps(summary, indent=2, default=str))
+        if result.best is not None:
+            (out / "best.py").write_text(result.best.source)
+    return 0

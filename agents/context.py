@@ -1,0 +1,38 @@
+"""What the nodes need that is not state: the config, the op, the evaluator, the reporter, the
+LLM client and the clock. Passed as LangGraph's run context, so it is never checkpointed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from agents.config import OptimizeConfig
+from agents.evaluator import Evaluator
+from agents.reporting import Reporter
+from kernels.problem import Family, Op, Problem
+
+if TYPE_CHECKING:
+    from agents.llm import LLMClient
+
+
+@dataclass
+class RunContext:
+    config: OptimizeConfig
+    problem: Problem
+    op: Op
+    evaluator: Evaluator
+    reporter: Reporter
+    llm: LLMClient | None = None
+    elapsed_before: float = 0.0  # wall time spent by earlier runs of this thread (resume)
+    started: float = field(default_factory=time.monotonic)
+    prefetched: set[str] = field(default_factory=set)  # candidate ids already sent to compile
+    reported: set[int] = field(default_factory=set)  # indexes emitted by this process
+
+    @property
+    def families(self) -> dict[str, Family]:
+        return {f.name: f for f in self.op.families()}
+
+    def elapsed(self) -> float:
+        return self.elapsed_before + (time.monotonic() - self.started)

@@ -1,0 +1,1 @@
+"""The graph's nodes, one module each: baseline, planner, coder, judge, profiler."""

@@ -1,0 +1,259 @@
+"""planner: read the best, the history and the bottleneck; choose the next move.
+
+Offline: the playbook names the bottleneck and which way to move each knob, and the learning
+search (search.py) picks points of one family, chosen by an upper confidence bound over the
+families tried so far (untried families go first, in tier order). LLM: the same facts in a
+prompt, answered as JSON and checked; a planner that keeps failing falls back to offline.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from typing import Any, Literal
+
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from agents import playbook, prompts
+from agents.config import Provider
+from agents.context import RunContext
+from agents.search import Observation, SurrogateSearch, point_key
+from agents.state import OptimizeState, Plan, Record, StopReason
+
+KEPT_LIKE = ("kept", "baseline", "reverted")  # attempts that produced a timed, correct result
+FAMILY_EXPLORE = 0.3
+
+
+def planner(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Literal["coder", "__end__"]]:
+    ctx = runtime.context
+    notes: list[str] = []
+    plan: Plan | None = None
+    if ctx.config.planner is Provider.LLM and ctx.llm is not None:
+        from agents.llm import LLMError, LLMErrorKind
+
+        try:
+            plan = llm_plan(state, ctx)
+        except LLMError as exc:
+            if exc.kind is LLMErrorKind.BUDGET:
+                return _stop(state, ctx, StopReason.LLM_TOKENS if "token" in str(exc) else StopReason.LLM_COST)
+            notes.append(f"planner #{state.get('next_index', 0)}: LLM failed ({exc}); offline plan instead")
+    if plan is None:
+        plan = offline_plan(state, ctx)
+    update: dict[str, Any] = {
+        "elapsed_s": ctx.elapsed(),
+        "planner_steps": _planner_steps(state) + 1,
+        **_spent(ctx),
+    }
+    if notes:
+        update["notes"] = state.get("notes", []) + notes
+    if plan is None:
+        update["stop_reason"] = StopReason.EXHAUSTED.value
+        return Command(goto="__end__", update=update)
+    update["plan"] = plan
+    return Command(goto="coder", update=update)
+
+
+def offline_plan(state: OptimizeState, ctx: RunContext) -> Plan | None:
+    history = state.get("history", [])
+    best = state.get("best")
+    diagnosis = playbook.diagnose(state.get("latest_profile"), best["evaluation"] if best else None)
+    step = sum(1 for r in history if r["index"] > 0)
+    if ctx.config.coder is Provider.LLM and best is not None and _planner_steps(state) % 2 == 1:
+        return Plan(
+            hypothesis=f"{diagnosis.evidence}: {diagnosis.advice}",
+            move="rewrite",
+            points=[],
+            rewrite=f"{diagnosis.advice}. Keep the output identical; change only how it is computed.",
+            llm_tokens=0,
+            llm_cost_usd=0.0,
+        )
+    rng = random.Random(f"{ctx.config.seed}:{state.get('next_index', 0)}")
+    seen = set(_seen_points(history))
+    points: list[dict[str, Any]] = []
+    families = ctx.families
+    tried = {r["family"] for r in history if r["family"]}
+    # Untried families first, at their defaults, lowest tier first: cheap and informative.
+    for name in sorted((n for n in families if n not in tried), key=playbook.family_tier):
+        family = families[name]
+        params = family.default(ctx.problem)
+        if len(points) < ctx.config.batch_size and _key(name, params) not in seen:
+            points.append({"family": name, "params": params})
+    chosen = _choose_family(history, families, rng)
+    hypothesis = ""
+    for name in chosen:
+        if len(points) >= ctx.config.batch_size:
+            break
+        family = families[name]
+        space = family.space(ctx.problem)
+        search = SurrogateSearch(space, lambda p, f=family: f.check(ctx.problem, p), rng=rng)
+        obs = [Observation(r["params"], _log_speedup(r)) for r in history if r["family"] == name]
+        anchor = _best_point(history, name) or family.default(ctx.problem)
+        prefs = playbook.preferences(diagnosis.bottleneck, list(space.choices))
+        exclude = {point_key(p["params"]) for p in points if p["family"] == name}
+        proposed = search.propose(
+            obs, k=ctx.config.batch_size - len(points), anchor=anchor, exclude=exclude, prior=prefs
+        )
+        for params in proposed:
+            points.append({"family": name, "params": params})
+        if proposed and not hypothesis:
+            change = _describe_change(anchor, proposed[0])
+            predicted = math.exp(search.predict(obs, proposed[0])) if obs else None
+            guess = f"; surrogate predicts {predicted:.2f}x" if predicted else ""
+            hypothesis = f"{name}: {change}{guess}"
+    if not points:
+        return None
+    words = f"{diagnosis.evidence}: {diagnosis.advice}."
+    if step == 0 or not hypothesis:
+        hypothesis = "try each family's default and the search's first picks"
+    return Plan(hypothesis=f"{words} {hypothesis}", move="params", points=points, rewrite="", llm_tokens=0, llm_cost_usd=0.0)
+
+
+def llm_plan(state: OptimizeState, ctx: RunContext) -> Plan:
+    assert ctx.llm is not None
+    history = state.get("history", [])
+    best = state.get("best")
+    diagnosis = playbook.diagnose(state.get("latest_profile"), best["evaluation"] if best else None)
+    families = ctx.families
+    fam_text = prompts.format_families(
+        [
+            {"name": f.name, "description": f.description, "choices": dict(f.space(ctx.problem).choices)}
+            for f in families.values()
+        ]
+    )
+    best_text = (
+        f"#{best['index']} {best['family']} {json.dumps(best['params'], default=str)} "
+        f"{best['speedup']:.3f}x against {ctx.config.baseline}"
+        if best
+        else "nothing correct yet"
+    )
+    messages = [
+        {"role": "system", "content": prompts.PLANNER_SYSTEM.format(batch=ctx.config.batch_size)},
+        {
+            "role": "user",
+            "content": prompts.PLANNER_USER.format(
+                problem=ctx.problem.key,
+                flops=ctx.op.flops(ctx.problem),
+                bytes=ctx.op.bytes_moved(ctx.problem),
+                bottleneck=diagnosis.bottleneck.value,
+                evidence=diagnosis.evidence,
+                advice=diagnosis.advice,
+                best=best_text,
+                profile=json.dumps(state.get("latest_profile") or {}, default=str)[:1500],
+                families=fam_text,
+                baseline=ctx.config.baseline,
+                history=prompts.format_history(list(history)),
+            ),
+        },
+    ]
+    before_tokens, before_cost = ctx.llm.spent.tokens, ctx.llm.spent.cost_usd
+    seen = set(_seen_points(history))
+
+    def parse(text: str) -> Plan:
+        return parse_plan(text, ctx, seen, can_rewrite=ctx.config.coder is Provider.LLM and best is not None)
+
+    plan = ctx.llm.complete_parsed(messages, parse, retries=ctx.config.llm.coder_retries, json_mode=True)
+    plan["llm_tokens"] = ctx.llm.spent.tokens - before_tokens
+    plan["llm_cost_usd"] = ctx.llm.spent.cost_usd - before_cost
+    return plan
+
+
+def parse_plan(text: str, ctx: RunContext, seen: set[str], *, can_rewrite: bool) -> Plan:
+    """Validate the LLM's JSON plan against the families; ValueError says what to fix."""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        raise ValueError("reply with one JSON object")
+    try:
+        data = json.loads(text[start : end + 1])
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError("reply with one JSON object")
+    hypothesis = str(data.get("hypothesis") or "").strip()
+    if not hypothesis:
+        raise ValueError("'hypothesis' is missing")
+    move = data.get("move")
+    if move == "rewrite":
+        request = str(data.get("rewrite") or "").strip()
+        if not can_rewrite:
+            raise ValueError("code rewrites are not available now; use a 'params' move")
+        if not request:
+            raise ValueError("a 'rewrite' move needs the change in 'rewrite'")
+        return Plan(hypothesis=hypothesis, move="rewrite", points=[], rewrite=request, llm_tokens=0, llm_cost_usd=0.0)
+    if move != "params":
+        raise ValueError("'move' must be 'params' or 'rewrite'")
+    name = data.get("family")
+    family = ctx.families.get(str(name))
+    if family is None:
+        raise ValueError(f"unknown family {name!r}; choose one of {sorted(ctx.families)}")
+    raw = data.get("points")
+    if not isinstance(raw, list) or not raw:
+        raise ValueError("'points' must be a non-empty list of parameter objects")
+    points = []
+    problems = []
+    for params in raw[: ctx.config.batch_size]:
+        if not isinstance(params, dict):
+            problems.append(f"{params!r} is not an object")
+            continue
+        why = family.check(ctx.problem, params)
+        if why:
+            problems.append(f"{json.dumps(params, default=str)}: {why}")
+        elif _key(family.name, params) in seen:
+            problems.append(f"{json.dumps(params, default=str)} was tried already")
+        else:
+            points.append({"family": family.name, "params": dict(params)})
+    if not points:
+        raise ValueError("no usable point: " + "; ".join(problems))
+    return Plan(hypothesis=hypothesis, move="params", points=points, rewrite="", llm_tokens=0, llm_cost_usd=0.0)
+
+
+def _choose_family(history: list[Record], families: dict[str, Any], rng: random.Random) -> list[str]:
+    """Families by upper confidence bound on their best log-speedup; best first."""
+    scores = []
+    total = max(1, sum(1 for r in history if r["family"]))
+    for name in families:
+        runs = [r for r in history if r["family"] == name]
+        results = [s for r in runs if (s := _log_speedup(r)) is not None]
+        best = max(results) if results else -1.0
+        bonus = FAMILY_EXPLORE * math.sqrt(math.log(total + 1) / (len(runs) + 1))
+        scores.append((best + bonus, rng.random(), name))
+    return [name for *_, name in sorted(scores, reverse=True)]
+
+
+def _log_speedup(record: Record) -> float | None:
+    if record["verdict"] in KEPT_LIKE and record["speedup"] and record["speedup"] > 0:
+        return math.log(record["speedup"])
+    return None
+
+
+def _best_point(history: list[Record], family: str) -> dict[str, Any] | None:
+    runs = [(s, r) for r in history if r["family"] == family and (s := _log_speedup(r)) is not None]
+    return dict(max(runs, key=lambda x: x[0])[1]["params"]) if runs else None
+
+
+def _seen_points(history: list[Record]) -> list[str]:
+    return [_key(r["family"], r["params"]) for r in history if r["family"]]
+
+
+def _key(family: str | None, params: dict[str, Any]) -> str:
+    return f"{family}:{point_key(params)}"
+
+
+def _describe_change(anchor: dict[str, Any], params: dict[str, Any]) -> str:
+    changes = [f"{k} {anchor.get(k)}->{v}" for k, v in params.items() if anchor.get(k) != v]
+    return ", ".join(changes) if changes else "its default point"
+
+
+def _planner_steps(state: OptimizeState) -> int:
+    return int(state.get("planner_steps", 0))
+
+
+def _spent(ctx: RunContext) -> dict[str, Any]:
+    if ctx.llm is None:
+        return {}
+    return {"llm_tokens": ctx.llm.spent.tokens, "llm_cost_usd": ctx.llm.spent.cost_usd}
+
+
+def _stop(state: OptimizeState, ctx: RunContext, reason: StopReason) -> Command[Literal["coder", "__end__"]]:
+    return Command(goto="__end__", update={"stop_reason": reason.value, "elapsed_s": ctx.elapsed(), **_spent(ctx)})

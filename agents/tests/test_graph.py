@@ -1,0 +1,112 @@
+"""The whole graph with a fake evaluator (fast): history, keep/revert, caps, determinism."""
+
+import pytest
+
+from agents import Budget, OptimizeConfig, optimize
+from agents.reporting import AttemptVerdict
+from agents.tests.fakes import FakeEvaluator, ListReporter, block_m_score, constants
+from harness.results import Verdict
+from kernels import parse_problem
+
+PROBLEM = parse_problem("matmul", "256x256x256", "fp16", "NN")
+
+
+def config(evaluator, **kw):
+    kw.setdefault("budget", Budget(wall_s=120, max_attempts=16))
+    kw.setdefault("plateau", None)
+    return OptimizeConfig(evaluator=evaluator, **kw)
+
+
+def test_it_records_every_attempt_and_keeps_only_verified_wins():
+    evaluator, reporter = FakeEvaluator(block_m_score), ListReporter()
+    result = optimize(PROBLEM, config(evaluator), reporter)
+
+    events = reporter.events
+    assert [e.index for e in events] == list(range(16)) == [r["index"] for r in result.history]
+    assert events[0].verdict is AttemptVerdict.BASELINE and events[0].parent is None
+    best = events[0].speedup
+    for event in events[1:]:
+        params = constants(event.source)
+        if "SPLIT_K" in params:
+            assert event.verdict is AttemptVerdict.INCORRECT
+        elif params["BLOCK_M"] == 16:
+            assert event.verdict is AttemptVerdict.COMPILE_FAILED
+        elif event.speedup > best * 1.01:
+            assert event.verdict is AttemptVerdict.KEPT, event.reason
+            best = event.speedup
+        else:
+            assert event.verdict is AttemptVerdict.REVERTED, event.reason
+        assert event.best_speedup == best
+        assert event.reason
+    assert result.best is not None and result.best.speedup == best
+    assert constants(result.best.source)["BLOCK_M"] == 256  # the search found the fast region
+    kept = [e.index for e in events if e.verdict in (AttemptVerdict.KEPT, AttemptVerdict.BASELINE)]
+    assert set(reporter.profiles) <= set(kept) and 0 in reporter.profiles
+    assert result.stop_reason == "max_attempts"
+    assert reporter.finished_with == (result.best, "max_attempts")
+    assert reporter.started_calls == 1
+
+
+def test_it_never_evaluates_the_same_source_twice():
+    evaluator = FakeEvaluator(block_m_score)
+    optimize(PROBLEM, config(evaluator, budget=Budget(wall_s=120, max_attempts=30)), ListReporter())
+    assert len(evaluator.calls) == len(set(evaluator.calls))
+
+
+def test_it_compiles_the_rest_of_a_batch_ahead():
+    evaluator = FakeEvaluator(block_m_score)
+    optimize(PROBLEM, config(evaluator, batch_size=4), ListReporter())
+    assert evaluator.prefetched, "later candidates of a batch were handed over for compiling"
+    assert set(evaluator.prefetched) <= set(evaluator.calls) | set(evaluator.prefetched)
+
+
+def test_it_stops_after_a_plateau_of_reverts():
+    evaluator, reporter = FakeEvaluator(lambda source: 1.0), ListReporter()
+    result = optimize(PROBLEM, config(evaluator, plateau=5), reporter)
+    assert result.stop_reason == "plateau"
+    assert [e.verdict for e in reporter.events[1:]] == [AttemptVerdict.REVERTED] * 5
+
+
+def test_it_stops_once_the_target_speedup_is_reached():
+    result = optimize(PROBLEM, config(FakeEvaluator(block_m_score), target_speedup=1.2), ListReporter())
+    assert result.stop_reason == "target" and result.best.speedup >= 1.2
+
+
+def test_it_stops_when_the_reporter_asks_to_cancel():
+    reporter = ListReporter(cancel_after=3)
+    result = optimize(PROBLEM, config(FakeEvaluator(block_m_score)), reporter)
+    assert result.stop_reason == "cancelled" and len(reporter.events) == 3
+
+
+def test_it_does_not_start_an_evaluation_past_the_gpu_budget():
+    evaluator = FakeEvaluator(block_m_score)  # each evaluation reports 0.01 s of harness time
+    result = optimize(PROBLEM, config(evaluator, budget=Budget(wall_s=None, gpu_s=0.055)), ListReporter())
+    assert result.stop_reason == "gpu_time"
+    assert result.gpu_s <= 0.055 + 0.01
+    assert len(evaluator.calls) == 5
+
+
+def test_it_carries_on_after_a_failing_baseline():
+    def score(source):
+        return Verdict.CRASH if constants(source).get("BLOCK_M") == 64 else 0.9
+
+    reporter = ListReporter()
+    result = optimize(PROBLEM, config(FakeEvaluator(score), budget=Budget(wall_s=60, max_attempts=6)), reporter)
+    assert reporter.events[0].verdict is AttemptVerdict.CRASH
+    first_ok = next(e for e in reporter.events if e.speedup is not None)
+    assert first_ok.verdict is AttemptVerdict.KEPT and "first correct" in first_ok.reason
+    assert result.best is not None
+
+
+def test_it_is_deterministic_for_a_seed():
+    runs = []
+    for _ in range(2):
+        reporter = ListReporter()
+        optimize(PROBLEM, config(FakeEvaluator(block_m_score), seed=5), reporter)
+        runs.append([(e.family, e.params) for e in reporter.events])
+    assert runs[0] == runs[1]
+
+
+def test_it_refuses_a_config_without_any_cap():
+    with pytest.raises(ValueError, match="at least one budget cap"):
+        OptimizeConfig(budget=Budget(wall_s=None))

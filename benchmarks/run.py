@@ -1,0 +1,233 @@
+"""One benchmark pass over named problems: search, gate, time, and summarize.
+
+Everything runs in this one process on one GPU (trusted code: our own families). Timing of
+winners and baselines uses the harness's protocol (harness.timing.time_interleaved, kf-timing-v1);
+the quick ranking during the search uses plain flushed events (benchmarks/timing.py).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from benchmarks.pools import pool_for
+from benchmarks.timing import Timer
+from kernels import get_op
+from kernels.candidate import load_module
+from kernels.checking import check_source, compare
+from kernels.problem import Problem
+from kernels.shapes import NamedProblem
+
+
+@dataclass
+class Tried:
+    family: str
+    params: dict
+    us: float | None = None
+    error: str = ""
+
+
+@dataclass
+class Outcome:
+    name: str
+    problem: dict
+    family: str = ""
+    params: dict = field(default_factory=dict)
+    gate: list[str] = field(default_factory=list)  # correctness failures of the winner
+    timings: dict[str, dict] = field(default_factory=dict)  # regime -> who -> stats
+    speedups: dict[str, dict] = field(default_factory=dict)  # regime -> baseline -> x
+    tflops: float | None = None
+    gbps: float | None = None
+    pct_of_roof: float | None = None
+    tried: list[Tried] = field(default_factory=list)
+    baseline_errors: dict[str, str] = field(default_factory=dict)
+    error: str = ""
+
+
+def _family(op, name: str | None):
+    families = op.families()
+    if name is None:
+        return families[0]
+    return next(f for f in families if f.name == name)
+
+
+def search(entry: NamedProblem, timer: Timer, inputs, ref, out, *, top: int = 3,
+           fixed: dict | None = None) -> list[Tried]:
+    """Try each pool point (or the one fixed point): correct on the workload, then quick time."""
+    problem = entry.problem
+    op = get_op(problem.op)
+    tol = op.tolerance(problem)
+    points = [(fixed["family"], fixed["params"])] if fixed else pool_for(problem.op, problem)
+    tried: list[Tried] = []
+    seen = set()
+    for family_name, partial in points:
+        family = _family(op, family_name)
+        params = {**family.default(problem), **partial}
+        key = (family.name, tuple(sorted(params.items())))
+        if key in seen or family.check(problem, params) is not None:
+            continue
+        seen.add(key)
+        t = Tried(family.name, params)
+        tried.append(t)
+        try:
+            module = load_module(family.render(problem, params))
+            out.fill_(float("nan"))
+            module.run(*inputs, out=out)
+            torch.cuda.synchronize()
+            result = compare(out, ref, tol)
+            if not result.passed:
+                t.error = f"incorrect: worst {result.worst_error:.3g} {result.detail}"
+                continue
+            stats = timer.offline({"c": lambda m=module: m.run(*inputs, out=out)},
+                                  budget_ms=40, min_reps=5, max_reps=50)
+            t.us = stats["c"].median_us
+        except Exception as exc:  # noqa: BLE001  (a point that fails to compile is data)
+            t.error = f"{type(exc).__name__}: {str(exc)[:300]}"
+    ok = sorted((t for t in tried if t.us is not None), key=lambda t: t.us)
+    return ok[:top] + [t for t in tried if t not in ok[:top]]
+
+
+def gate(entry: NamedProblem, family_name: str, params: dict) -> list[str]:
+    """The winner on the op's sweep (tiny, odd, workload) and adversarial inputs, fresh seed."""
+    problem = entry.problem
+    op = get_op(problem.op)
+    family = _family(op, family_name)
+    failures = []
+    for p in op.sweep(problem):
+        source = family.render(p, params)
+        failures += check_source(op, p, source, seed=7, device="cuda", adversarial=p == problem)
+    return failures
+
+
+def bench_one(entry: NamedProblem, timer: Timer, baselines: dict, regimes: list[str],
+              roofs: dict, fixed: dict | None = None) -> Outcome:
+    from harness.results import Regime
+    from harness.timing import time_interleaved
+
+    problem = entry.problem
+    op = get_op(problem.op)
+    outcome = Outcome(entry.name, problem.to_dict())
+    inputs = op.make_inputs(problem, seed=0, device="cuda")
+    ref = op.reference(problem, *inputs)
+    spec = op.output_spec(problem)
+    out = torch.empty(spec.shape, dtype=spec.dtype, device="cuda")
+    ranked = search(entry, timer, inputs, ref, out, fixed=fixed)
+    outcome.tried = ranked
+    finalists = [t for t in ranked if t.us is not None]
+    if not finalists:
+        outcome.error = "no correct candidate"
+        return outcome
+    # Re-time the finalists against each other with more samples; keep the fastest.
+    modules = {f"{i}": load_module(_family(op, t.family).render(problem, t.params))
+               for i, t in enumerate(finalists)}
+    if len(modules) > 1:
+        stats = timer.offline({k: (lambda m=m: m.run(*inputs, out=out)) for k, m in modules.items()},
+                              budget_ms=300, max_reps=100)
+        best_key = min(stats, key=lambda k: stats[k].median_us)
+    else:
+        best_key = "0"
+    best = finalists[int(best_key)]
+    outcome.family, outcome.params = best.family, best.params
+    outcome.gate = gate(entry, best.family, best.params)
+    module = modules[best_key]
+
+    built, errors = baselines_for(problem, op, baselines)
+    outcome.baseline_errors = errors
+    outs = {name: torch.empty_like(out) for name in ["candidate", *built]}
+    fns = {"candidate": lambda: module.run(*inputs, out=outs["candidate"])}
+    for name, fn in built.items():
+        fns[name] = (lambda fn=fn, name=name: fn(*inputs, out=outs[name]))
+    for regime_name in regimes:
+        regime = Regime(regime_name)
+        samples = time_interleaved(fns, regime=regime, min_samples=20, max_samples=200,
+                                   target_rel_err=0.01, max_seconds=8.0)
+        outcome.timings[regime_name] = {}
+        for who, s in samples.items():
+            st = s.stats()
+            plain = sorted(s.plain_us)[len(s.plain_us) // 2] if s.plain_us else None
+            outcome.timings[regime_name][who] = {
+                "median_us": st.median_us, "iqr_us": st.iqr_us, "samples": st.samples,
+                "plain_median_us": plain,
+            }
+        cand = outcome.timings[regime_name]["candidate"]
+        outcome.speedups[regime_name] = {
+            who: {"synced": t["median_us"] / cand["median_us"],
+                  "plain": (t["plain_median_us"] / cand["plain_median_us"])
+                  if t["plain_median_us"] and cand["plain_median_us"] else None}
+            for who, t in outcome.timings[regime_name].items() if who != "candidate"
+        }
+    cand_us = outcome.timings[regimes[0]]["candidate"]["plain_median_us"]
+    if problem.op in ("matmul", "attention", "swiglu"):
+        outcome.tflops = op.flops(problem) / (cand_us * 1e-6) / 1e12
+        outcome.pct_of_roof = 100 * outcome.tflops / roofs["peak_tflops"]
+    outcome.gbps = op.bytes_moved(problem) / (cand_us * 1e-6) / 1e9
+    if problem.op not in ("matmul", "attention", "swiglu"):
+        outcome.pct_of_roof = 100 * outcome.gbps / roofs["copy_gbps"]
+    return outcome
+
+
+_BASELINE_CACHE: dict[str, Any] = {}
+
+
+def baselines_for(problem: Problem, op, names: list[str]):
+    """torch / compile / cublaslt callables (destination passing), built by harness.baselines."""
+    from harness import baselines as hb
+
+    wanted = [n for n in names if n in hb.applicable(problem.op, problem.layout, "cuda")]
+    built: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    for name in wanted:
+        try:
+            if name == "compile":
+                built[name] = compiled_baseline(op, problem)
+            else:
+                result = hb.make([name], op, problem, "cuda", _BASELINE_CACHE.get("cublaslt_dir"))
+                built.update(result.built)
+                errors.update(result.errors)
+        except Exception as exc:  # noqa: BLE001
+            errors[name] = f"{type(exc).__name__}: {exc}"[:300]
+    return built, errors
+
+
+def compiled_baseline(op, problem):
+    """torch.compile(max-autotune) of the eager baseline, like harness.baselines but with
+    Inductor's parallel compile workers (the harness pins one thread inside its sandbox)."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    spec = op.output_spec(problem)
+
+    def eager(*inputs):
+        out = torch.empty(spec.shape, dtype=spec.dtype, device="cuda")
+        op.baseline(problem, *inputs, out=out)
+        return out
+
+    compiled = torch.compile(eager, mode="max-autotune-no-cudagraphs", dynamic=False)
+    compiled(*op.make_inputs(problem, seed=1, device="cuda"))
+    torch.cuda.synchronize()
+
+    def call(*inputs, out):
+        compiled(*inputs)
+
+    return call
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def safe_bench(*args, **kwargs) -> Outcome:
+    entry = args[0]
+    t0 = time.time()
+    try:
+        outcome = bench_one(*args, **kwargs)
+    except Exception:  # noqa: BLE001
+        outcome = Outcome(entry.name, entry.problem.to_dict(), error=traceback.format_exc()[-2000:])
+    print(f"# {entry.name}: {time.time() - t0:.1f}s {outcome.error[:200]}", flush=True)
+    return outcome

@@ -1,0 +1,92 @@
+"""The baselines a candidate is timed against, built by trusted code before the candidate loads.
+
+torch    : the op's eager PyTorch baseline (cuBLAS for GEMM), destination passing
+compile  : torch.compile(mode="max-autotune") of the same eager code (returns a new tensor)
+cublaslt : GEMM only; cuBLASLt's heuristic top algorithms timed, fastest kept (CUDA-L2's
+           strongest baseline), from a prebuilt extension (harness/cublaslt.py)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from kernels.problem import Op, Problem
+
+ALL = ("torch", "compile", "cublaslt")
+
+
+@dataclass
+class Built:
+    built: dict[str, Callable[..., None]] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+def applicable(op_name: str, layout: str, device: str) -> tuple[str, ...]:
+    if device != "cuda":
+        return ("torch",)
+    names = ["torch", "compile"]
+    if op_name == "matmul" and layout in ("", "NN"):
+        names.append("cublaslt")
+    return tuple(names)
+
+
+def make(names, op: Op, problem: Problem, device: str, cublaslt_dir: str | None) -> Built:
+    result = Built()
+    spec = op.output_spec(problem)
+    for name in names:
+        try:
+            if name == "torch":
+                result.built[name] = _torch(op, problem)
+            elif name == "compile":
+                result.built[name] = _compiled(op, problem, spec, device)
+            elif name == "cublaslt":
+                from harness import cublaslt
+
+                ext = cublaslt.load(cublaslt_dir)
+                result.built[name] = _cublaslt(ext, op, problem, spec, device)
+        except Exception as exc:  # noqa: BLE001  (a baseline that cannot build is reported)
+            result.errors[name] = f"{type(exc).__name__}: {exc}"[:500]
+    return result
+
+
+def _torch(op: Op, problem: Problem) -> Callable[..., None]:
+    def call(*inputs: torch.Tensor, out: torch.Tensor) -> None:
+        op.baseline(problem, *inputs, out=out)
+
+    return call
+
+
+def _compiled(op: Op, problem: Problem, spec, device: str) -> Callable[..., None]:
+    import torch._inductor.config as inductor_config
+
+    inductor_config.compile_threads = 1  # no worker pool inside the sandbox
+
+    def eager(*inputs: torch.Tensor) -> torch.Tensor:
+        out = torch.empty(spec.shape, dtype=spec.dtype, device=device)
+        op.baseline(problem, *inputs, out=out)
+        return out
+
+    compiled = torch.compile(eager, mode="max-autotune", dynamic=False, fullgraph=False)
+    example = op.make_inputs(problem, seed=1, device=device)
+    compiled(*example)  # compile + autotune now, not inside the warm-up
+    torch.cuda.synchronize()
+
+    def call(*inputs: torch.Tensor, out: torch.Tensor) -> None:
+        compiled(*inputs)
+
+    return call
+
+
+def _cublaslt(ext, op: Op, problem: Problem, spec, device: str) -> Callable[..., None]:
+    example = op.make_inputs(problem, seed=2, device=device)
+    out = torch.empty(spec.shape, dtype=spec.dtype, device=device)
+    ext.tune(example[0], example[1], out, 16)  # times the heuristic's top 16, keeps the fastest
+    torch.cuda.synchronize()
+
+    def call(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+        ext.matmul(a, b, out)
+
+    return call

@@ -1,0 +1,80 @@
+"""Which device evaluations run on, and its measured ceilings (cached on disk per device)."""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import os
+import tempfile
+from pathlib import Path
+
+from harness.config import Limits
+from harness.results import DeviceInfo
+
+
+def cache_dir() -> Path:
+    """Trusted, harness-owned cache (ceilings, cuBLASLt build, compile cache, profiles)."""
+    root = os.environ.get("KF_CACHE_DIR") or os.path.join(Path.home(), ".cache", "kernelforge")
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def gpu_visible() -> bool:
+    """Without initialising CUDA (the parent may be a forking Celery worker)."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "unset").strip() in ("", "-1"):
+        return False
+    return os.path.exists("/dev/nvidiactl") and any(
+        name.startswith("nvidia") and name[6:].isdigit() for name in os.listdir("/dev")
+    )
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def interpreter_info() -> DeviceInfo:
+    return DeviceInfo(
+        name="cpu (triton interpreter)",
+        kind="interpreter",
+        torch=_version("torch"),
+        triton=_version("triton"),
+    )
+
+
+@functools.cache
+def device_ceilings(refresh: bool = False) -> DeviceInfo:
+    """Measured once per device (name, driver, torch) and cached; CPU: interpreter, no roofs."""
+    if not gpu_visible():
+        return interpreter_info()
+    from harness.sandbox import ChildStatus, run_child
+
+    cache = cache_dir()
+    with tempfile.TemporaryDirectory(prefix="kf-ceil-") as workdir:
+        res = run_child(
+            "ceilings",
+            {"cache_dir": str(cache), "refresh": refresh},
+            workdir,
+            limits=Limits(wall_s=300),
+            cuda=True,
+            isolate_fs=False,  # trusted code writing the cache; no candidate runs here
+        )
+    if res.status is not ChildStatus.OK:
+        raise RuntimeError(f"measuring device ceilings failed: {res.error}\n{res.output[-2000:]}")
+    r = res.result
+    return DeviceInfo(
+        name=r["name"],
+        kind="cuda",
+        torch=r["torch"],
+        triton=r["triton"],
+        driver=r["driver"],
+        cuda=r["cuda"],
+        peak_tflops=r["peak_tflops"],
+        peak_gbps=r["peak_gbps"],
+        peak_tflops_by_dtype=r.get("peak_tflops_by_dtype", {}),
+        method=r.get("method", ""),
+        cached=r.get("cached", False),
+    )

@@ -1,0 +1,391 @@
+"""evaluate(): is a candidate right, and how fast, judged from outside its process.
+
+Phases, each a fresh sandboxed process (R3.1):
+  1. oracle_prepare  (trusted)   inputs from secret seeds -> cases.pt in the scratch folder
+  2. candidate_cases (untrusted) every case, poisoned + guarded outputs -> outputs.pt
+  3. oracle_check    (trusted)   references computed only now, after the candidate exited
+  4. candidate_time  (untrusted) candidate and baselines interleaved; a few timed outputs kept
+  5. oracle_recheck  (trusted)   those timed outputs and one fresh call, against references
+The parent (this module) never initialises CUDA and never imports candidate code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from harness import device as device_mod
+from harness import static_scan, timing
+from harness.baselines import applicable
+from harness.config import TIMING_PROTOCOL, EvalConfig
+from harness.ops import resolve_op
+from harness.results import (
+    Backend,
+    Candidate,
+    CompileResult,
+    Evaluation,
+    Finding,
+    Regime,
+    StageResult,
+    Timings,
+    Verdict,
+)
+from harness.sandbox import ChildResult, ChildStatus, run_child
+from kernels.problem import Problem
+
+STAGE_ORDER = (
+    "smoke",
+    "shape_sweep",
+    "dtypes",
+    "adversarial",
+    "exact_01",
+    "determinism",
+    "output_poison",
+    "guard_bands",
+    "output_dtype",
+    "baseline_deviation",
+)
+_STATUS_VERDICT = {
+    ChildStatus.TIMEOUT: Verdict.TIMEOUT,
+    ChildStatus.CRASH: Verdict.CRASH,
+    ChildStatus.FORGED: Verdict.CHEAT,
+    ChildStatus.INFRA: Verdict.INFRA_ERROR,
+}
+
+
+class _Stop(Exception):
+    """Ends the pipeline early with a finished Evaluation."""
+
+    def __init__(self, evaluation: Evaluation) -> None:
+        self.evaluation = evaluation
+
+
+def evaluate(candidate: Candidate, problem: Problem, *, config: EvalConfig | None = None) -> Evaluation:
+    config = config or EvalConfig()
+    started = time.monotonic()
+    op = resolve_op(problem.op, config.op_ref)
+    op.validate(problem)
+    gpu = config.device != "cpu" and device_mod.gpu_visible()
+    regime = config.regime if gpu and config.regime not in (None, Regime.INTERPRETER) else None
+    regime = regime or (Regime.OFFLINE if gpu else Regime.INTERPRETER)
+    config = dataclasses.replace(config, regime=regime)
+    ev = Evaluation(
+        candidate_id=candidate.id,
+        problem_key=problem.key,
+        verdict=Verdict.PASSED,
+        compile=CompileResult(ok=False),
+        device=device_mod.device_ceilings() if gpu else device_mod.interpreter_info(),
+    )
+    ev.findings += static_scan.scan(
+        candidate.source, forbid_vendor_library=config.forbid_vendor_library, op=problem.op
+    )
+    run_problem = problem
+    if not gpu and problem.dtype == "bf16":
+        run_problem = Problem(problem.op, problem.shape, "fp16", problem.layout)
+        ev.findings.append(
+            Finding("interpreter_dtype", "warn", "bf16 checked as fp16: Triton's interpreter gets bf16 wrong")
+        )
+    if not gpu and candidate.backend is Backend.CUDA:
+        ev.verdict = Verdict.COMPILE_ERROR
+        ev.compile = CompileResult(ok=False, log="CUDA C++ candidates need a GPU; none is visible")
+        ev.error = ev.compile.log
+        return _finish(ev, started)
+    root = Path(tempfile.mkdtemp(prefix="kf-eval-"))
+    try:
+        _pipeline(ev, candidate, run_problem, config, gpu, root)
+    except _Stop as stop:
+        ev = stop.evaluation
+    finally:
+        if not config.keep_dir:
+            shutil.rmtree(root, ignore_errors=True)
+    return _finish(ev, started)
+
+
+def _finish(ev: Evaluation, started: float) -> Evaluation:
+    if ev.verdict is Verdict.PASSED and any(f.severity == "reject" for f in ev.findings):
+        ev.verdict = Verdict.CHEAT
+        ev.error = "; ".join(f"{f.check}: {f.detail}" for f in ev.findings if f.severity == "reject")
+    ev.duration_s = time.monotonic() - started
+    return ev
+
+
+def _child(
+    ev: Evaluation,
+    phase: str,
+    job: dict,
+    workdir: Path,
+    config: EvalConfig,
+    gpu: bool,
+    *,
+    wall: float | None = None,
+    trusted: bool = False,
+) -> ChildResult:
+    res = run_child(
+        phase,
+        job,
+        str(workdir),
+        limits=config.limits,
+        wall_s=wall,
+        cuda=gpu,
+        isolate_net=config.network_isolation,
+        isolate_fs=config.fs_isolation,
+        env_extra=_env(gpu),
+    )
+    if not trusted:
+        ev.stdout_tail = res.output
+        ev.isolation = res.isolation or ev.isolation
+    if res.status is not ChildStatus.OK:
+        ev.verdict = Verdict.INFRA_ERROR if trusted else _STATUS_VERDICT[res.status]
+        ev.error = f"{phase}: {res.error}"
+        if res.status is ChildStatus.INFRA or trusted:
+            ev.error += "\n" + res.output[-3000:]
+        if res.status is ChildStatus.FORGED:
+            ev.findings.append(Finding("result_forged", "reject", res.error))
+        raise _Stop(ev)
+    return res
+
+
+def _env(gpu: bool) -> dict[str, str]:
+    env = {"KF_COMPILE_CACHE": str(device_mod.cache_dir() / "cuda-ext")}
+    if not gpu:
+        env["TRITON_INTERPRET"] = "1"
+    return env
+
+
+def _pipeline(ev: Evaluation, candidate: Candidate, problem: Problem, config: EvalConfig, gpu: bool, root: Path) -> None:
+    workdir = root / "sandbox"
+    workdir.mkdir()
+    dev = "cuda" if gpu else "cpu"
+    base_job = {
+        "problem": problem.to_dict(),
+        "op_ref": config.op_ref,
+        "device": dev,
+        "interpreter": not gpu,
+        "quick": config.quick,
+        "dtypes": list(config.dtypes),
+        "workdir": str(workdir),
+    }
+    oracle_job = {**base_job, "seeds": [secrets.randbits(62) for _ in range(64)]}
+    _child(ev, "oracle_prepare", oracle_job, workdir, config, gpu, trusted=True)
+    cand_job = {
+        **base_job,
+        "source": candidate.source,
+        "backend": str(candidate.backend),
+        "forbid_vendor_library": config.forbid_vendor_library,
+    }
+    wall = config.limits.wall_s + (config.compile_wall_s if candidate.backend is Backend.CUDA else 0)
+    res = _child(ev, "candidate_cases", cand_job, workdir, config, gpu, wall=wall).result
+    (workdir / "cases.pt").unlink(missing_ok=True)
+    ev.compile = _compile_result(res.get("compile", {}))
+    if not ev.compile.ok:
+        ev.verdict = Verdict.COMPILE_ERROR
+        ev.error = ev.compile.log[-2000:]
+        raise _Stop(ev)
+    _keep_cuda_builds(workdir)
+    ev.findings += [Finding(**f) for f in res.get("findings", [])]
+    ev.kernels = res.get("kernels", []) + res.get("aten_ops", [])
+    error = res.get("error")
+    check = _child(
+        ev, "oracle_check", {**oracle_job, "outputs_path": str(workdir / "outputs.pt"),
+                             "baseline_error_factor": config.baseline_error_factor},
+        workdir, config, gpu, trusted=True,
+    ).result
+    ev.findings += [Finding(**f) for f in check["findings"]]
+    ev.stages = [
+        StageResult(name, s["passed"], s["worst"], s["cases"], s["detail"])
+        for name, s in sorted(check["stages"].items(), key=lambda kv: _stage_rank(kv[0]))
+    ]
+    if error:
+        kind = error["kind"]
+        ev.verdict = {"cuda_fault": Verdict.CRASH, "compile": Verdict.COMPILE_ERROR}.get(kind, Verdict.INCORRECT)
+        ev.error = f"run() failed on case {error['case']}: {error['detail'][-1500:]}"
+        ev.stages.append(StageResult("run", False, None, 0, ev.error[:500]))
+        raise _Stop(ev)
+    failed = [s for s in ev.stages if not s.passed]
+    if failed:
+        ev.verdict = Verdict.INCORRECT
+        ev.error = "; ".join(f"{s.name}: {s.detail}" for s in failed)
+        raise _Stop(_finish(ev, time.monotonic()))
+    if any(f.severity == "reject" for f in ev.findings) or not config.time_candidate:
+        return
+    _time(ev, candidate, problem, config, gpu, workdir, base_job)
+
+
+def _stage_rank(name: str) -> int:
+    return STAGE_ORDER.index(name) if name in STAGE_ORDER else len(STAGE_ORDER)
+
+
+def _compile_result(info: dict) -> CompileResult:
+    return CompileResult(
+        ok=bool(info.get("ok")),
+        log=str(info.get("log", ""))[-6000:],
+        seconds=float(info.get("seconds", 0.0)),
+        cached=bool(info.get("cached", False)),
+        registers=info.get("registers"),
+        spills=info.get("spills"),
+        shared_mem_bytes=info.get("shared_mem_bytes"),
+    )
+
+
+def _keep_cuda_builds(workdir: Path) -> None:
+    """Copy fresh CUDA builds into the compile cache (keyed by source+flags hash)."""
+    ext_root = workdir / "torch-extensions"
+    if not ext_root.is_dir():
+        return
+    cache = device_mod.cache_dir() / "cuda-ext"
+    for build in ext_root.iterdir():
+        sos = list(build.glob("*.so"))
+        target = cache / build.name
+        if sos and not target.exists():
+            target.mkdir(parents=True)
+            for so in sos:
+                shutil.copy2(so, target / so.name)
+
+
+def _cublaslt_dir(gpu: bool, names: tuple[str, ...], config: EvalConfig) -> str | None:
+    if not gpu or "cublaslt" not in names:
+        return None
+    import importlib.metadata
+
+    build_dir = device_mod.cache_dir() / f"cublaslt-{importlib.metadata.version('torch')}"
+    if not list(build_dir.glob("*.so")):
+        build_dir.mkdir(parents=True, exist_ok=True)
+        res = run_child(
+            "build_cublaslt",
+            {"build_dir": str(build_dir)},
+            str(build_dir),
+            limits=config.limits,
+            wall_s=600,
+            cuda=True,
+            isolate_net=True,
+            isolate_fs=True,
+        )
+        if res.status is not ChildStatus.OK:
+            return None
+    return str(build_dir)
+
+
+def _time(ev: Evaluation, candidate: Candidate, problem: Problem, config: EvalConfig, gpu: bool, workdir: Path, base_job: dict) -> None:
+    op = resolve_op(problem.op, config.op_ref)
+    dev = "cuda" if gpu else "cpu"
+    usable = applicable(problem.op, problem.layout, dev)
+    wanted = config.baselines if config.baselines is not None else (("torch",) if config.quick else usable)
+    names = tuple(n for n in wanted if n in usable)
+    lo, hi, rel = config.samples()
+    job = {
+        **base_job,
+        "source": candidate.source,
+        "regime": str(config.regime),
+        "baselines": list(names),
+        "cublaslt_dir": _cublaslt_dir(gpu, names, config),
+        "min_samples": lo,
+        "max_samples": hi,
+        "target_rel_err": rel,
+        "server_gap_ms": config.server_gap_ms,
+        "max_seconds": 30.0 if config.quick or not gpu else 120.0,
+    }
+    wall = config.limits.wall_s + (config.compile_wall_s if "compile" in names else 0)
+    child = _child(ev, "candidate_time", job, workdir, config, gpu, wall=wall)
+    res, child_wall = child.result, child.wall_s
+    ev.findings += [Finding(**f) for f in res.get("findings", [])]
+    samples = res["samples"]
+    spots_job = {**base_job, "spots_path": str(workdir / "spots.pt")}
+    recheck = _child(ev, "oracle_recheck", spots_job, workdir, config, gpu, trusted=True).result
+    ev.stages.append(
+        StageResult("recheck_after_timing", recheck["passed"], recheck["worst"], recheck["checked"], recheck["detail"])
+    )
+    if not recheck["passed"]:
+        ev.verdict = Verdict.INCORRECT
+        ev.error = f"recheck_after_timing: {recheck['detail']}"
+    stats = {name: timing.summarize(s["synced"] or s["host"]) for name, s in samples.items()}
+    timings = Timings(
+        regime=config.regime,
+        protocol=TIMING_PROTOCOL,
+        candidate=stats["candidate"],
+        baselines={n: st for n, st in stats.items() if n != "candidate"},
+    )
+    cand = samples["candidate"]["synced"] or samples["candidate"]["host"]
+    for name in timings.baselines:
+        base = samples[name]["synced"] or samples[name]["host"]
+        timings.speedups[name] = statistics.median(base) / statistics.median(cand)
+        timings.speedup_ci[name] = timing.speedup_ci(base, cand)
+    first = next(iter(timings.baselines), None)
+    if first:
+        lo_ci, hi_ci = timings.speedup_ci[first]
+        timings.noise = (hi_ci - lo_ci) / 2 / timings.speedups[first]
+    ev.timings = timings
+    ev.checks = _cross_checks(samples, res, child_wall, ev)
+    ev.checks["baseline_errors"] = res.get("baseline_errors", {})
+    _roofline(ev, op, problem)
+
+
+def _cross_checks(samples: dict, res: dict, child_wall: float, ev: Evaluation) -> dict:
+    """Side-stream (synced vs plain events), host timer vs events, and wall-clock sanity."""
+    checks: dict = {"clocks": res.get("clocks")}
+    cand = samples["candidate"]
+    if cand["synced"]:
+        synced, plain = statistics.median(cand["synced"]), statistics.median(cand["plain"])
+        overhead = statistics.median([s - p for s, p in zip(cand["synced"], cand["plain"], strict=True)])
+        ref_overheads = [
+            statistics.median([s - p for s, p in zip(v["synced"], v["plain"], strict=True)])
+            for k, v in samples.items()
+            if k != "candidate" and v["synced"]
+        ]
+        ref = min(ref_overheads) if ref_overheads else 0.0
+        checks["side_stream"] = {"synced_us": synced, "plain_us": plain, "overhead_us": overhead, "baseline_overhead_us": ref}
+        if synced > 1.5 * plain and overhead - ref > 20.0:
+            ev.findings.append(
+                Finding(
+                    "side_stream",
+                    "reject",
+                    f"work finished {overhead:.0f} us after run() returned on the timed stream "
+                    f"(synced {synced:.1f} us vs plain events {plain:.1f} us): work on another stream or thread",
+                )
+            )
+        host = statistics.median(cand["host"])
+        checks["host_vs_events"] = {"host_us": host, "events_us": synced}
+        if synced < 0.5 * host and host - synced > 100.0:
+            ev.findings.append(
+                Finding("timer_mismatch", "reject", f"events say {synced:.1f} us, the host clock {host:.1f} us")
+            )
+    total_s = sum(sum(v["synced"] or v["host"]) for v in samples.values()) / 1e6
+    checks["timed_total_s"] = total_s
+    checks["child_wall_s"] = child_wall
+    if child_wall and total_s > child_wall * 1.05:
+        ev.findings.append(
+            Finding("timer_mismatch", "reject", f"reported {total_s:.2f} s of timed work in a {child_wall:.2f} s process")
+        )
+    return checks
+
+
+def _roofline(ev: Evaluation, op, problem: Problem) -> None:
+    t = ev.timings
+    secs = t.candidate.median_us / 1e6
+    if secs <= 0:
+        return
+    flops, nbytes = op.flops(problem), op.bytes_moved(problem)
+    ev.tflops = flops / secs / 1e12
+    ev.gbps = nbytes / secs / 1e9
+    for name, s in t.speedups.items():
+        if s > 10.0:
+            ev.findings.append(Finding("excessive_speedup", "warn", f"{s:.1f}x vs {name}: flagged for review (R1.8)"))
+    dev = ev.device
+    if t.regime is Regime.INTERPRETER or dev is None or not dev.peak_gbps:
+        return
+    peak = dev.peak_tflops_by_dtype.get(problem.dtype) or dev.peak_tflops or 0.0
+    floor_s = max(flops / (peak * 1e12) if peak else 0.0, nbytes / (dev.peak_gbps * 1e9))
+    ev.pct_of_roof = 100.0 * floor_s / secs
+    if secs < 0.9 * floor_s:
+        ev.implausible = True
+        ev.findings.append(
+            Finding(
+                "implausible",
+                "warn",
+                f"{secs * 1e6:.1f} us is below 0.9x the measured roof's floor {floor_s * 1e6:.1f} us: not ranked",
+            )
+        )

@@ -1,0 +1,519 @@
+"""What a sandbox child does, by phase. Trusted phases never import candidate code.
+
+trusted:   oracle_prepare (inputs for the candidate), oracle_check (references, after the
+           candidate exited), oracle_recheck (timed outputs), ceilings, build_cublaslt
+untrusted: candidate_cases (correctness calls), candidate_time (timing), profile_target (ncu)
+
+Tensors travel as files in the candidate's scratch folder; trusted phases load them with
+torch.load(weights_only=True), so a tampered file cannot run code in a trusted process.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from pathlib import Path
+
+import torch
+
+from harness import cases as cases_mod
+from harness.compare import closeness, exact_mismatches, max_abs_error
+from harness.ops import VENDOR_ATEN_OPS, VENDOR_KERNEL_MARKERS, resolve_op
+from kernels.problem import Problem
+
+
+def run(phase: str, job: dict, isolation: dict) -> dict:
+    handler = {
+        "oracle_prepare": oracle_prepare,
+        "oracle_check": oracle_check,
+        "oracle_recheck": oracle_recheck,
+        "candidate_cases": candidate_cases,
+        "candidate_time": candidate_time,
+        "profile_target": profile_target,
+        "ceilings": ceilings,
+        "build_cublaslt": build_cublaslt,
+    }[phase]
+    if job.get("interpreter"):
+        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
+    return handler(job)
+
+
+def _sync(device: str):
+    return torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+
+def _load(path: str):
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def _build(job: dict):
+    op = resolve_op(job["problem"]["op"], job.get("op_ref", ""))
+    problem = Problem.from_dict(job["problem"])
+    built = cases_mod.build_cases(
+        op,
+        problem,
+        job["seeds"],
+        job["device"],
+        quick=job["quick"],
+        interpreter=job["interpreter"],
+        dtypes=tuple(job.get("dtypes", ())),
+    )
+    return op, problem, built
+
+
+# ---------------------------------------------------------------- trusted: correctness oracle
+
+
+def oracle_prepare(job: dict) -> dict:
+    _, _, built = _build(job)
+    payload = [
+        {
+            "name": c.name,
+            "problem": c.problem.to_dict(),
+            "inputs": [t.cpu() for t in c.inputs],
+            "guard_seed": c.guard_seed,
+            "runs": c.runs,
+        }
+        for c in built
+    ]
+    torch.save(payload, Path(job["workdir"]) / "cases.pt")
+    return {"cases": [c.name for c in built]}
+
+
+def oracle_check(job: dict) -> dict:
+    op, _, built = _build(job)
+    outputs = _load(job["outputs_path"])
+    factor = job["baseline_error_factor"]
+    stages: dict[str, dict] = {}
+    findings: list[dict] = []
+    device = job["device"]
+
+    def fail(stage: str, detail: str, worst: float | None = None) -> None:
+        s = stages.setdefault(stage, {"passed": True, "worst": 0.0, "cases": 0, "detail": ""})
+        if s["passed"]:
+            s["detail"] = detail
+        s["passed"] = False
+        if worst is not None:
+            s["worst"] = max(s["worst"], worst)
+
+    def note(stage: str, worst: float | None = None) -> None:
+        s = stages.setdefault(stage, {"passed": True, "worst": 0.0, "cases": 0, "detail": ""})
+        s["cases"] += 1
+        if worst is not None and worst != float("inf"):
+            s["worst"] = max(s["worst"], worst)
+
+    for case, result in zip(built, outputs, strict=False):
+        problem = case.problem
+        spec = op.output_spec(problem)
+        n = 1
+        for s in spec.shape:
+            n *= s
+        g = cases_mod.GUARD_ELEMENTS
+        guard = cases_mod.guard_pattern(g, spec.dtype, case.guard_seed, "cpu")
+        ref = op.reference(problem, *case.inputs).cpu()
+        tol = op.tolerance(problem)
+        runs = result["runs"]
+        for i, padded in enumerate(runs):
+            out = padded[g : g + n].view(spec.shape)
+            if padded.dtype != spec.dtype:
+                fail("output_dtype", f"{case.name}: output buffer dtype changed to {padded.dtype}")
+            note("guard_bands")
+            if not (torch.equal(padded[:g], guard[:g]) and torch.equal(padded[g + n :], guard[g:])):
+                changed = int((padded[:g] != guard[:g]).sum() + (padded[g + n :] != guard[g:]).sum())
+                fail("guard_bands", f"{case.name}: {changed} guard elements around the output changed")
+            if i > 0:
+                continue
+            c = closeness(out, ref, tol)
+            note("output_poison")
+            if c.unwritten:
+                fail("output_poison", f"{case.name}: {c.detail}")
+            note(case.stage, c.worst)
+            if not c.ok:
+                fail(case.stage, f"{case.name}: {c.detail}", c.worst)
+            if case.exact_limit is not None:
+                bad, total = exact_mismatches(out, ref, case.exact_limit)
+                if bad:
+                    fail(case.stage, f"{case.name}: {bad} of {total} exactly representable entries differ")
+            # Deviation bound from the vendor baseline on the same inputs (precision lowering).
+            if c.ok and case.exact_limit is None:
+                base = torch.empty(spec.shape, dtype=spec.dtype, device=device)
+                op.baseline(problem, *[t.to(device) for t in case.inputs], out=base)
+                base_err = closeness(base.cpu(), ref, tol).worst
+                bound = max(factor * base_err, 0.1)
+                note("baseline_deviation", c.worst / bound if bound else 0.0)
+                if c.worst > bound:
+                    fail(
+                        "baseline_deviation",
+                        f"{case.name}: error {c.worst:.3g} vs vendor {base_err:.3g} (bound {factor:g}x): "
+                        "lower precision than the library computes",
+                        c.worst,
+                    )
+        if len(runs) > 1:
+            note("determinism")
+            a, b = runs[0], runs[1]
+            if not torch.equal(a.nan_to_num(nan=0.0), b.nan_to_num(nan=0.0)):
+                diff = max_abs_error(a[g : g + n], b[g : g + n])
+                out_a = a[g : g + n].view(spec.shape)
+                out_b = b[g : g + n].view(spec.shape)
+                if closeness(out_b, out_a.to(torch.float64), tol).ok:
+                    findings.append(
+                        {
+                            "check": "nondeterministic",
+                            "severity": "warn",
+                            "detail": f"{case.name}: two runs differ by up to {diff:.3g} (within tolerance)",
+                        }
+                    )
+                else:
+                    fail("determinism", f"{case.name}: two runs differ by up to {diff:.3g}")
+        after = result.get("inputs_after")
+        if after is not None:
+            for k, (before_t, after_t) in enumerate(zip(case.inputs, after, strict=True)):
+                same = torch.equal(before_t.cpu().nan_to_num(nan=0.0), after_t.nan_to_num(nan=0.0))
+                if not same:
+                    findings.append(
+                        {
+                            "check": "input_mutation",
+                            "severity": "reject",
+                            "detail": f"{case.name}: input {k} was modified by run()",
+                        }
+                    )
+    if len(outputs) < len(built):
+        fail("smoke", f"candidate produced {len(outputs)} of {len(built)} case outputs")
+    return {"stages": stages, "findings": findings}
+
+
+def oracle_recheck(job: dict) -> dict:
+    """Re-check outputs captured during timing against references of their own inputs."""
+    op = resolve_op(job["problem"]["op"], job.get("op_ref", ""))
+    problem = Problem.from_dict(job["problem"])
+    spots = _load(job["spots_path"])
+    tol = op.tolerance(problem)
+    checked, worst, detail = 0, 0.0, ""
+    for spot in spots:
+        inputs = op.make_inputs(problem, seed=int(spot["seed"]), device=job["device"])
+        ref = op.reference(problem, *inputs).cpu()
+        c = closeness(spot["out"], ref, tol)
+        checked += 1
+        worst = max(worst, c.worst)
+        if not c.ok and not detail:
+            detail = f"{spot['label']}: {c.detail}"
+    return {"checked": checked, "worst": worst, "detail": detail, "passed": checked > 0 and not detail}
+
+
+# ---------------------------------------------------------------- untrusted: the candidate
+
+
+def _is_cuda_fault(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__} {exc}"
+    return any(s in text for s in ("CUDA error", "AcceleratorError", "cudaError", "illegal memory"))
+
+
+def _is_compile_error(exc: BaseException) -> bool:
+    mod = type(exc).__module__ or ""
+    return "triton" in mod and "Compil" in type(exc).__name__
+
+
+def _prime() -> None:
+    """Import what harness code and torch import lazily, so the identity snapshot taken next
+    holds their final functions (torch.profiler's import rebinds torch.manual_seed, say)."""
+    import torch.profiler  # noqa: F401
+    import triton  # noqa: F401
+    import triton.language  # noqa: F401
+    import triton.testing  # noqa: F401
+
+    from harness import timing  # noqa: F401
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        pass  # starting a profiler imports torch._dynamo, which rebinds torch.manual_seed
+
+
+def _load_candidate(job: dict, watch=None):
+    """Import the candidate; returns (module, compile dict)."""
+    import time
+
+    from harness import cuda_ext, runtime
+
+    t0 = time.perf_counter()
+    try:
+        module = runtime.load_candidate(job["source"], job["workdir"])
+    except BaseException as exc:  # noqa: BLE001  (anything a module import can raise)
+        return None, {
+            "ok": False,
+            "log": "".join(traceback.format_exception(exc))[-6000:],
+            "seconds": time.perf_counter() - t0,
+        }
+    info = {"ok": True, "log": "", "seconds": time.perf_counter() - t0}
+    info.update(cuda_ext.last_build_report())
+    if watch is not None and watch.changed():
+        info["import_patches"] = watch.changed()
+    return module, info
+
+
+def _import_findings(info: dict) -> list[dict]:
+    patched = info.get("import_patches") or []
+    if not patched:
+        return []
+    return [{"check": "monkeypatch", "severity": "reject", "detail": f"replaced at import: {', '.join(patched[:8])}"}]
+
+
+def candidate_cases(job: dict) -> dict:
+    from harness import runtime
+
+    device = job["device"]
+    sync = _sync(device)
+    cases = _load(Path(job["workdir"]) / "cases.pt")
+    # Everything the checks compare against is captured before the candidate is imported.
+    _prime()
+    watch = runtime.PatchWatch()
+    module, compile_info = _load_candidate(job, watch)
+    if module is None:
+        return {"compile": compile_info}
+    findings: list[dict] = _import_findings(compile_info)
+    saved: list[dict] = []
+    kernels: set[str] = set()
+    op_name = job["problem"]["op"]
+    error = None
+    prepared: set[tuple] = set()
+    for index, case in enumerate(cases):
+        problem = Problem.from_dict(case["problem"])
+        op = resolve_op(problem.op, job.get("op_ref", ""))
+        spec = op.output_spec(problem)
+        n = 1
+        for s in spec.shape:
+            n *= s
+        g = cases_mod.GUARD_ELEMENTS
+        guard = cases_mod.guard_pattern(g, spec.dtype, case["guard_seed"], device)
+        runs = []
+        after = None
+        try:
+            for rep in range(case["runs"]):
+                if rep and device == "cuda":
+                    # Other memory state for the determinism run: dirty the caching allocator.
+                    scratch = torch.empty(64 * 2**20, dtype=torch.uint8, device=device).random_()
+                    del scratch
+                inputs = [t.to(device).clone() for t in case["inputs"]]
+                padded = torch.full((2 * g + n,), float("nan"), dtype=spec.dtype, device=device)
+                padded[:g] = guard[:g]
+                padded[g + n :] = guard[g:]
+                out = padded[g : g + n].view(spec.shape)
+                key = (tuple(problem.shape), problem.dtype)
+                if key not in prepared and callable(getattr(module, "prepare", None)):
+                    module.prepare(*[t.clone() for t in inputs])
+                    prepared.add(key)
+                audit = index == 0 and rep == 0
+                if audit:
+                    check, names = _audited_call(runtime, module, inputs, out, watch, sync, device)
+                    kernels |= names
+                else:
+                    check = runtime.guarded_call(module, inputs, out, watch, sync)
+                findings += check.findings()
+                runs.append(padded.cpu())
+                if rep == 0:
+                    after = [t.cpu() for t in inputs]
+        except BaseException as exc:  # noqa: BLE001  (a candidate may raise anything)
+            error = {
+                "case": case["name"],
+                "kind": "cuda_fault"
+                if _is_cuda_fault(exc)
+                else ("compile" if _is_compile_error(exc) else "raised"),
+                "detail": "".join(traceback.format_exception(exc))[-4000:],
+            }
+            break
+        saved.append({"runs": runs, "inputs_after": after})
+    torch.save(saved, Path(job["workdir"]) / "outputs.pt")
+    forbidden = VENDOR_ATEN_OPS.get(op_name, frozenset())
+    markers = VENDOR_KERNEL_MARKERS.get(op_name, ())
+    used = sorted(k for k in kernels if k in forbidden or any(m in k.lower() for m in markers))
+    if job.get("forbid_vendor_library") and used:
+        findings.append(
+            {
+                "check": "vendor_library",
+                "severity": "reject",
+                "detail": f"the problem forbids the vendor library; run() called {', '.join(used)}",
+            }
+        )
+    return {
+        "compile": compile_info,
+        "findings": _dedupe(findings),
+        "error": error,
+        "kernels": sorted(k for k in kernels if not k.startswith("aten::"))[:50],
+        "aten_ops": sorted(k for k in kernels if k.startswith("aten::"))[:100],
+    }
+
+
+def _audited_call(runtime, module, inputs, out, watch, sync, device):
+    """One call under torch.profiler: which aten ops and GPU kernels did run() use?"""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with profile(activities=activities) as prof:
+        check = runtime.guarded_call(module, inputs, out, watch, sync)
+    names = {evt.name for evt in prof.events()}
+    return check, names
+
+
+def _dedupe(findings: list[dict]) -> list[dict]:
+    seen, out = set(), []
+    for f in findings:
+        key = (f["check"], f["detail"])
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
+def candidate_time(job: dict) -> dict:
+    """Time candidate and baselines interleaved; keep a few timed outputs for re-checking."""
+    import secrets
+
+    from harness import baselines, runtime, timing
+    from harness.results import Regime
+
+    device = job["device"]
+    regime = Regime(job["regime"])
+    problem = Problem.from_dict(job["problem"])
+    op = resolve_op(problem.op, job.get("op_ref", ""))
+    spec = op.output_spec(problem)
+    # Baselines are built before the candidate is imported (trusted code, trusted state).
+    base_fns = baselines.make(job["baselines"], op, problem, device, job.get("cublaslt_dir"))
+    _prime()
+    watch = runtime.PatchWatch()
+    module, compile_info = _load_candidate(job, watch)
+    if module is None:
+        return {"compile": compile_info}
+    sync = _sync(device)
+    n_sets = job.get("input_sets", 2)
+    sets = {}
+    for name in ["candidate", *base_fns.built]:
+        sets[name] = [
+            [t.clone() for t in op.make_inputs(problem, seed=secrets.randbits(62), device=device)]
+            for _ in range(n_sets)
+        ]
+    outs = {name: torch.empty(spec.shape, dtype=spec.dtype, device=device) for name in sets}
+    if callable(getattr(module, "prepare", None)):
+        module.prepare(*[t.clone() for t in sets["candidate"][0]])
+    current = {name: 0 for name in sets}
+    threads_before = runtime._active_count()
+    seeds: dict[str, int] = {}
+    findings: list[dict] = _import_findings(compile_info)
+    spots: list[dict] = []
+    spot_budget = job.get("spot_checks", 3)
+    expected = max(job["min_samples"], 1)
+
+    def before(name: str, rnd: int) -> None:
+        # New values every call: in-place refill on even rounds, fresh buffers on odd ones.
+        i = (current[name] + 1) % n_sets
+        current[name] = i
+        seed = secrets.randbits(62)
+        fresh = op.make_inputs(problem, seed=seed, device=device)
+        if rnd % 2 == 0:
+            for buf, new in zip(sets[name][i], fresh, strict=True):
+                buf.copy_(new)
+        else:
+            sets[name][i] = list(fresh)
+        seeds[name] = seed
+        if name == "candidate":
+            outs[name].fill_(float("nan"))
+
+    def after(name: str, rnd: int) -> None:
+        if name != "candidate":
+            return
+        sync()
+        now = runtime._active_count()
+        extra = [f"{now - threads_before} new"] if now > threads_before else []
+        check = runtime.CallCheck(0, now, extra, watch.changed(), "", runtime._type_name(outs[name]), False)
+        findings.extend(check.findings())
+        if len(spots) < spot_budget and rnd >= 0 and secrets.randbelow(expected) < spot_budget:
+            spots.append({"seed": seeds[name], "out": outs[name].to("cpu", copy=True), "label": f"timed call {rnd}"})
+
+    def call_candidate() -> None:
+        module.run(*sets["candidate"][current["candidate"]], out=outs["candidate"])
+
+    fns = {"candidate": call_candidate}
+    for name, fn in base_fns.built.items():
+        fns[name] = _bind_baseline(fn, sets, current, outs, name)
+    samples = timing.time_interleaved(
+        fns,
+        regime=regime,
+        min_samples=job["min_samples"],
+        max_samples=job["max_samples"],
+        target_rel_err=job["target_rel_err"],
+        before=before,
+        after=after,
+        max_seconds=job.get("max_seconds", 120.0),
+        server_gap_ms=job.get("server_gap_ms", 2.0),
+    )
+    if runtime._active_count() > threads_before:
+        findings.append({"check": "thread", "severity": "reject", "detail": "threads appeared while timing"})
+    # Re-check on fresh inputs after timing (fresh allocation, new seed).
+    seed = secrets.randbits(62)
+    fresh = op.make_inputs(problem, seed=seed, device=device)
+    out = torch.full(spec.shape, float("nan"), dtype=spec.dtype, device=device)
+    module.run(*fresh, out=out)
+    sync()
+    spots.append({"seed": seed, "out": out.cpu(), "label": "fresh call after timing"})
+    torch.save(spots, Path(job["workdir"]) / "spots.pt")
+    result = {
+        "compile": compile_info,
+        "samples": {
+            name: {"synced": s.synced_us, "plain": s.plain_us, "host": s.host_us}
+            for name, s in samples.items()
+        },
+        "findings": _dedupe(findings),
+        "baseline_errors": base_fns.errors,
+    }
+    if device == "cuda":
+        result["clocks"] = _clocks()
+    return result
+
+
+def _bind_baseline(fn, sets, current, outs, name):
+    def call() -> None:
+        fn(*sets[name][current[name]], out=outs[name])
+
+    return call
+
+
+def _clocks() -> dict:
+    try:
+        return {"sm_mhz": torch.cuda.clock_rate(), "temperature_c": torch.cuda.temperature()}
+    except Exception as exc:  # noqa: BLE001  (NVML missing is not fatal)
+        return {"error": str(exc)[:200]}
+
+
+def profile_target(job: dict) -> dict:
+    """Warm up outside the NVTX range, then exactly one candidate call inside it (R6.1)."""
+    device = job["device"]
+    problem = Problem.from_dict(job["problem"])
+    op = resolve_op(problem.op, job.get("op_ref", ""))
+    spec = op.output_spec(problem)
+    module, compile_info = _load_candidate(job)
+    if module is None:
+        return {"compile": compile_info}
+    inputs = op.make_inputs(problem, seed=job["seed"], device=device)
+    out = torch.empty(spec.shape, dtype=spec.dtype, device=device)
+    if callable(getattr(module, "prepare", None)):
+        module.prepare(*[t.clone() for t in inputs])
+    for _ in range(3):
+        module.run(*inputs, out=out)
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_push(job["nvtx"])
+    module.run(*inputs, out=out)
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_pop()
+    return {"compile": compile_info}
+
+
+# ---------------------------------------------------------------- trusted: device facts
+
+
+def ceilings(job: dict) -> dict:
+    from harness import ceilings as ceil
+
+    return ceil.measure(job)
+
+
+def build_cublaslt(job: dict) -> dict:
+    from harness import cublaslt
+
+    return cublaslt.build(job["build_dir"])

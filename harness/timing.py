@@ -1,0 +1,172 @@
+"""The timing protocol (kf-timing-v1): interleaved, flushed, synced, with a stopping rule.
+
+Usable in-process for trusted code too (`benchmark`), e.g. by the kernels engineer's own
+benchmarks. Timer functions are captured at import, before any candidate is imported, so a
+candidate that reassigns `torch.cuda.Event.elapsed_time` or `time.perf_counter` changes nothing
+here (and runtime.PatchWatch reports it).
+
+Per sample: refill inputs (outside the timed region), L2 flush (a write of >= 2x L2), in the
+SERVER regime an exponential idle gap, then start event -> fn() -> plain end event ->
+device-wide synchronize -> synced end event. The synced time is the reported one (robust to
+side streams, R1.6); plain vs synced and the host timer are kept for cross-checks.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from harness.results import Regime, TimingStats
+
+_perf_counter = time.perf_counter
+_sleep = time.sleep
+_Event = torch.cuda.Event
+_record = torch.cuda.Event.record
+_elapsed = torch.cuda.Event.elapsed_time
+_ev_sync = torch.cuda.Event.synchronize
+_device_sync = torch.cuda.synchronize
+_sysrand = random.SystemRandom()
+
+
+@dataclass
+class Samples:
+    synced_us: list[float] = field(default_factory=list)  # reported: device sync before end
+    plain_us: list[float] = field(default_factory=list)  # end event right after fn()
+    host_us: list[float] = field(default_factory=list)  # perf_counter around fn()+sync
+
+    def stats(self) -> TimingStats:
+        return summarize(self.synced_us or self.host_us)
+
+
+def summarize(values: list[float]) -> TimingStats:
+    xs = sorted(values)
+    n = len(xs)
+    q = statistics.quantiles(xs, n=4) if n >= 2 else [xs[0]] * 3
+    mean = statistics.fmean(xs)
+    std = statistics.stdev(xs) if n >= 2 else 0.0
+    return TimingStats(
+        median_us=statistics.median(xs),
+        iqr_us=q[2] - q[0],
+        mean_us=mean,
+        min_us=xs[0],
+        samples=n,
+        rel_stderr=(std / math.sqrt(n) / mean) if mean > 0 else 0.0,
+    )
+
+
+def l2_flush_buffer(device: int | None = None) -> torch.Tensor:
+    """A buffer of 2x the L2 size (R2.2); writing it evicts everything the last call left."""
+    props = torch.cuda.get_device_properties(torch.cuda.current_device() if device is None else device)
+    l2 = getattr(props, "L2_cache_size", 0) or 50 * 2**20
+    return torch.empty(max(2 * l2, 64 * 2**20) // 4, dtype=torch.int32, device="cuda")
+
+
+def time_interleaved(
+    fns: dict[str, Callable[[], None]],
+    *,
+    regime: Regime,
+    min_samples: int,
+    max_samples: int,
+    target_rel_err: float,
+    before: Callable[[str, int], None] | None = None,
+    after: Callable[[str, int], None] | None = None,
+    warmup_calls: int = 10,
+    warmup_s: float = 0.025,
+    max_seconds: float = 120.0,
+    server_gap_ms: float = 2.0,
+) -> dict[str, Samples]:
+    """Time every fn in the same process, in a fresh random order each round (R2.4)."""
+    names = list(fns)
+    samples = {name: Samples() for name in names}
+    gpu = regime is not Regime.INTERPRETER
+    flush = l2_flush_buffer() if gpu else None
+    # Warm-up on every function (compiles, autotunes, ramps clocks); at least 10 calls or 25 ms.
+    for name in names:
+        t0 = _perf_counter()
+        calls = 0
+        while calls < (warmup_calls if gpu else 1) or (gpu and _perf_counter() - t0 < warmup_s):
+            if before:
+                before(name, -1)
+            fns[name]()
+            if gpu:
+                _device_sync()
+            calls += 1
+    start_time = _perf_counter()
+    for rnd in range(max_samples):
+        order = names[:]
+        _sysrand.shuffle(order)
+        for name in order:
+            if before:
+                before(name, rnd)
+            samples[name].host_us.append(0.0)  # placeholder, set below
+            if gpu:
+                flush.zero_()
+                if regime is Regime.SERVER:
+                    _device_sync()
+                    _sleep(_sysrand.expovariate(1.0 / max(server_gap_ms, 1e-3)) / 1000.0)
+                start, plain_end, synced_end = _Event(True), _Event(True), _Event(True)
+                _record(start)
+                h0 = _perf_counter()
+                fns[name]()
+                _record(plain_end)
+                _device_sync()
+                _record(synced_end)
+                h1 = _perf_counter()
+                _ev_sync(synced_end)
+                samples[name].synced_us.append(_elapsed(start, synced_end) * 1000.0)
+                samples[name].plain_us.append(_elapsed(start, plain_end) * 1000.0)
+            else:
+                h0 = _perf_counter()
+                fns[name]()
+                h1 = _perf_counter()
+            samples[name].host_us[-1] = (h1 - h0) * 1e6
+            if after:
+                after(name, rnd)
+        done = rnd + 1
+        if done >= min_samples and done % 5 == 0:
+            if all(samples[n].stats().rel_stderr <= target_rel_err for n in names):
+                break
+        if _perf_counter() - start_time > max_seconds and done >= min(min_samples, 3):
+            break
+    return samples
+
+
+def speedup_ci(
+    baseline_us: list[float], candidate_us: list[float], *, draws: int = 1000, seed: int = 0
+) -> tuple[float, float]:
+    """Bootstrap 95 % interval of median(baseline)/median(candidate)."""
+    rng = random.Random(seed)
+    ratios = []
+    for _ in range(draws):
+        b = statistics.median(rng.choices(baseline_us, k=len(baseline_us)))
+        c = statistics.median(rng.choices(candidate_us, k=len(candidate_us)))
+        ratios.append(b / c if c > 0 else float("inf"))
+    ratios.sort()
+    return ratios[int(0.025 * draws)], ratios[int(0.975 * draws) - 1]
+
+
+def benchmark(
+    fn: Callable[[], None],
+    *,
+    regime: Regime = Regime.OFFLINE,
+    min_samples: int = 50,
+    max_samples: int = 500,
+    target_rel_err: float = 0.01,
+    before: Callable[[], None] | None = None,
+) -> TimingStats:
+    """Trusted in-process timing of one function with the harness protocol."""
+    samples = time_interleaved(
+        {"fn": fn},
+        regime=regime,
+        min_samples=min_samples,
+        max_samples=max_samples,
+        target_rel_err=target_rel_err,
+        before=(lambda _n, _i: before()) if before else None,
+    )
+    return samples["fn"].stats()

@@ -1,0 +1,5 @@
+"""The layernorm kernel families."""
+
+from kernels.ops.layernorm.families.rowwise import LayernormRowwise
+
+FAMILIES = (LayernormRowwise(),)

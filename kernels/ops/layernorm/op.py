@@ -1,0 +1,33 @@
+"""layernorm: y = (x - mean) / sqrt(var + eps) * weight + bias over the last dim of (M, N)."""
+
+from __future__ import annotations
+
+import torch
+
+from kernels.rowwise import RowwiseOp
+
+EPS = 1e-5
+
+
+class LayernormOp(RowwiseOp):
+    name = "layernorm"
+    vectors = ("weight", "bias")
+    description = "layer normalization over the last dim with weight and bias"
+
+    def reference(self, problem, x, weight, bias):
+        x = x.double()
+        mean = x.mean(-1, keepdim=True)
+        var = (x - mean).pow(2).mean(-1, keepdim=True)
+        return (x - mean) / torch.sqrt(var + EPS) * weight.double() + bias.double()
+
+    def baseline(self, problem, x, weight, bias, *, out):
+        out.copy_(torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, EPS))
+
+    def flops(self, problem):
+        m, n = problem.shape
+        return 8 * m * n
+
+    def families(self):
+        from kernels.ops.layernorm.families import FAMILIES
+
+        return list(FAMILIES)

@@ -1,0 +1,207 @@
+"""matmul_persistent_tma: one program per SM looping over tiles, TMA tensor-descriptor loads.
+
+Hopper levers from the seeds: TMA bulk copies (host-side tensor descriptors), a persistent
+grid with grouped tile order, epilogue subtiling (stores half a tile at a time, freeing shared
+memory for deeper pipelines), optional warp specialization of the tile loop (tl.range
+warp_specialize) and loop flattening. TMA needs 16-byte aligned row strides and base
+addresses; when a problem's strides are not (odd K or N), run() uses the tiled pointer kernel
+with the same tile sizes instead, so the candidate is correct for every shape.
+"""
+
+from __future__ import annotations
+
+from kernels.ops.matmul.families import snippets
+from kernels.ops.matmul.families.common import (
+    MAX_ACC_REGS_PER_THREAD,
+    SMEM_LIMIT,
+    acc_regs,
+    elt_bytes,
+    fixed_constants,
+)
+from kernels.problem import Family, ParamSpace, Problem
+from kernels.render import render_module
+
+PERSISTENT_KERNEL = '''
+@triton.jit
+def matmul_persistent_tma_kernel(
+    a_desc, b_desc, c_desc, bias_ptr, M, N, K,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP: tl.constexpr, M_MAJOR: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
+    A_TRANS: tl.constexpr, B_TRANS: tl.constexpr,
+    EPILOGUE_SUBTILE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, FLATTEN: tl.constexpr,
+    HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr,
+):
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_tiles = num_pid_m * num_pid_n
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    # TMA zero-fills reads past the edges and clips writes, so no masks anywhere.
+    for tile_id in tl.range(
+        tl.program_id(0), num_tiles, NUM_PROGRAMS, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE
+    ):
+        pid_m, pid_n = tile_coords(tile_id, num_pid_m, num_pid_n, GROUP, M_MAJOR)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            off_k = ki * BLOCK_K
+            if A_TRANS:
+                a = a_desc.load([off_k, off_m]).T
+            else:
+                a = a_desc.load([off_m, off_k])
+            if B_TRANS:
+                b = b_desc.load([off_n, off_k]).T
+            else:
+                b = b_desc.load([off_k, off_n])
+            acc = tl.dot(a, b, acc)
+        offs_n = off_n + tl.arange(0, BLOCK_N)
+        acc = apply_epilogue(acc, bias_ptr, offs_n, N, HAS_BIAS, ACTIVATION)
+        if EPILOGUE_SUBTILE:  # two half-width stores: half the staging buffer
+            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+            left, right = tl.split(halves)
+            c_desc.store([off_m, off_n], left.to(c_desc.dtype))
+            c_desc.store([off_m, off_n + BLOCK_N // 2], right.to(c_desc.dtype))
+        else:
+            c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+'''.strip()
+
+TEMPLATE = (
+    '''$HEADER
+
+import torch
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+$CONSTANTS
+
+
+'''
+    + snippets.EPILOGUE_FN
+    + "\n\n\n"
+    + snippets.TILE_COORDS_FN
+    + "\n\n\n"
+    + PERSISTENT_KERNEL
+    + "\n\n\n"
+    + snippets.TILED_KERNEL
+    + '''
+
+
+def tma_compatible(*tensors):
+    """TMA wants 16-byte aligned base addresses and row strides, and unit inner strides."""
+    for t in tensors:
+        if t.stride(1) != 1 or (t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16:
+            return False
+    return True
+
+
+def num_programs(device, num_tiles):
+    if device.type == "cuda":
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+    else:  # the CPU interpreter: a few programs still exercise the tile loop
+        sms = 4
+    return max(1, min(num_tiles, sms * PROGRAMS_PER_SM))
+
+
+def run(a, b, *rest, out):
+'''
+    + snippets.OPERAND_VIEWS
+    + '''
+    if not tma_compatible(a, b, out):
+        grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)
+        matmul_tiled_kernel[grid](
+            a_view, b_view, out, bias, M, N, K,
+            a_view.stride(0), a_view.stride(1), b_view.stride(0), b_view.stride(1),
+            out.stride(0), out.stride(1),
+            BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
+            GROUP=GROUP, M_MAJOR=TILE_ORDER == "m_major",
+            HAS_BIAS=HAS_BIAS, ACTIVATION=ACTIVATION,
+            num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+        )
+        return
+    # Descriptors over the tensors as stored; the kernel transposes tiles where needed.
+    a_desc = TensorDescriptor.from_tensor(a, [BLOCK_K, BLOCK_M] if A_TRANS else [BLOCK_M, BLOCK_K])
+    b_desc = TensorDescriptor.from_tensor(b, [BLOCK_N, BLOCK_K] if B_TRANS else [BLOCK_K, BLOCK_N])
+    c_block_n = BLOCK_N // 2 if EPILOGUE_SUBTILE else BLOCK_N
+    c_desc = TensorDescriptor.from_tensor(out, [BLOCK_M, c_block_n])
+    programs = num_programs(out.device, triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N))
+    matmul_persistent_tma_kernel[(programs,)](
+        a_desc, b_desc, c_desc, bias, M, N, K,
+        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
+        GROUP=GROUP, M_MAJOR=TILE_ORDER == "m_major", NUM_PROGRAMS=programs,
+        A_TRANS=A_TRANS, B_TRANS=B_TRANS,
+        EPILOGUE_SUBTILE=EPILOGUE_SUBTILE, WARP_SPECIALIZE=WARP_SPECIALIZE, FLATTEN=FLATTEN,
+        HAS_BIAS=HAS_BIAS, ACTIVATION=ACTIVATION,
+        num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+    )
+'''
+)
+
+
+class PersistentTmaMatmul(Family):
+    name = "matmul_persistent_tma"
+    op = "matmul"
+    description = "persistent grid, TMA descriptor loads, grouped tiles, epilogue subtiling, optional warp specialization"
+
+    def space(self, problem: Problem) -> ParamSpace:
+        return ParamSpace(
+            {
+                "BLOCK_M": [64, 128, 256],
+                "BLOCK_N": [64, 128, 256],
+                "BLOCK_K": [32, 64, 128],
+                "GROUP": [1, 4, 8, 16, 32],
+                "TILE_ORDER": ["m_major", "n_major"],
+                "PROGRAMS_PER_SM": [1, 2],
+                "EPILOGUE_SUBTILE": [False, True],
+                "WARP_SPECIALIZE": [False, True],
+                "FLATTEN": [False, True],
+                "NUM_WARPS": [4, 8],
+                "NUM_STAGES": [2, 3, 4, 5],
+            },
+            constraints=(
+                "smem: NUM_STAGES*(BLOCK_M+BLOCK_N)*BLOCK_K*elt + BLOCK_M*BLOCK_N*elt/(1+EPILOGUE_SUBTILE)",
+                "regs: BLOCK_M*BLOCK_N/threads",
+            ),
+        )
+
+    def default(self, problem: Problem) -> dict:
+        m, n, _ = problem.shape
+        small = m * n <= 1024 * 1024
+        return {
+            "BLOCK_M": 128,
+            "BLOCK_N": 128 if small else 256,
+            "BLOCK_K": 64,
+            "GROUP": 8,
+            "TILE_ORDER": "m_major",
+            "PROGRAMS_PER_SM": 1,
+            "EPILOGUE_SUBTILE": not small,
+            "WARP_SPECIALIZE": False,
+            "FLATTEN": False,
+            "NUM_WARPS": 8,
+            "NUM_STAGES": 3,
+        }
+
+    def check(self, problem: Problem, params) -> str | None:
+        if (why := super().check(problem, params)) is not None:
+            return why
+        p = params
+        elt = elt_bytes(problem)
+        staging = p["BLOCK_M"] * p["BLOCK_N"] * elt // (2 if p["EPILOGUE_SUBTILE"] else 1)
+        smem = p["NUM_STAGES"] * (p["BLOCK_M"] + p["BLOCK_N"]) * p["BLOCK_K"] * elt + staging
+        if smem * p["PROGRAMS_PER_SM"] > SMEM_LIMIT:
+            return f"needs {smem} bytes of shared memory per program, over {SMEM_LIMIT} per SM"
+        if acc_regs(p["BLOCK_M"], p["BLOCK_N"], p["NUM_WARPS"]) > MAX_ACC_REGS_PER_THREAD:
+            return "accumulator needs more than 128 registers per thread; use more warps"
+        if p["FLATTEN"] and not p["WARP_SPECIALIZE"]:
+            return "FLATTEN only matters with WARP_SPECIALIZE"
+        return None
+
+    def render(self, problem: Problem, params) -> str:
+        return render_module(
+            TEMPLATE,
+            family=self.name,
+            problem=problem,
+            params={k: params[k] for k in self.space(problem).choices},
+            fixed=fixed_constants(problem),
+            summary=self.description,
+        )

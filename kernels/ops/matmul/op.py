@@ -1,0 +1,150 @@
+"""matmul: C = epilogue(A @ B) with fp16/bf16 inputs, fp32 accumulation, output in the input dtype.
+
+Shape (M, N, K). The layout names how A and B are stored, row-major:
+  "NN": a is (M, K), b is (K, N)         "NT": b is stored transposed, (N, K) (nn.Linear weight)
+  "TN": a is stored transposed, (K, M)
+An optional fused epilogue follows with "+": "+bias" adds a bias of shape (N,), and
+"+bias+relu" / "+bias+silu" / "+bias+gelu" (tanh form) apply an activation after it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from kernels.problem import Family, Op, OutputSpec, Problem, Tolerance
+
+OPERAND_LAYOUTS = ("NN", "NT", "TN")
+EPILOGUES = ("", "+bias", "+bias+relu", "+bias+silu", "+bias+gelu")
+ACTIVATIONS = ("none", "relu", "silu", "gelu")
+
+
+def split_layout(layout: str) -> tuple[str, bool, str]:
+    """("NT+bias+gelu") -> ("NT", True, "gelu")."""
+    parts = layout.split("+")
+    return parts[0], "bias" in parts[1:], next((p for p in parts[1:] if p in ACTIVATIONS), "none")
+
+
+def apply_activation(x: torch.Tensor, activation: str) -> torch.Tensor:
+    if activation == "relu":
+        return torch.relu(x)
+    if activation == "silu":
+        return torch.nn.functional.silu(x)
+    if activation == "gelu":
+        return torch.nn.functional.gelu(x, approximate="tanh")
+    return x
+
+
+class MatmulOp(Op):
+    name = "matmul"
+    dims = ("M", "N", "K")
+    dtypes = ("fp16", "bf16")
+    layouts = tuple(ab + epi for epi in EPILOGUES for ab in OPERAND_LAYOUTS)
+    description = "C = A @ B (+ bias, activation); fp32 accumulation"
+
+    def input_shapes(self, problem: Problem) -> list[tuple[int, ...]]:
+        m, n, k = problem.shape
+        operands, has_bias, _ = split_layout(problem.layout)
+        a = (k, m) if operands[0] == "T" else (m, k)
+        b = (n, k) if operands[1] == "T" else (k, n)
+        return [a, b, (n,)] if has_bias else [a, b]
+
+    def output_spec(self, problem: Problem) -> OutputSpec:
+        m, n, _ = problem.shape
+        return OutputSpec((m, n), problem.torch_dtype)
+
+    def make_inputs(self, problem, *, seed, device):
+        gen = torch.Generator(device=device).manual_seed(seed)
+        k = problem.shape[2]
+        # Scale so that every output element is ~N(0, 1) whatever K is.
+        scale = k**-0.25
+        tensors = []
+        for shape in self.input_shapes(problem):
+            t = torch.randn(shape, generator=gen, device=device, dtype=torch.float32)
+            tensors.append((t * (scale if len(shape) == 2 else 1.0)).to(problem.torch_dtype))
+        return tuple(tensors)
+
+    def adversarial_inputs(self, problem, *, seed, device):
+        gen = torch.Generator(device=device).manual_seed(seed + 1)
+        shapes = self.input_shapes(problem)
+        dtype = problem.torch_dtype
+
+        def ints(shape):  # 0/1 entries: exact sums, any indexing slip shows (CUDA-L2's check)
+            return torch.randint(0, 2, shape, generator=gen, device=device).to(dtype)
+
+        def ranged(shape):  # rows spread over 2**-6 .. 2**6 (fp16-safe): dynamic range inside one tile
+            t = torch.randn(shape, generator=gen, device=device)
+            exps = torch.randint(-6, 7, (shape[0], 1), generator=gen, device=device)
+            return (t * torch.pow(2.0, exps.float()) * problem.shape[2] ** -0.25).to(dtype)
+
+        cases = {
+            "zero_one": tuple(ints(s) for s in shapes[:2]),
+            "dynamic_range": tuple(ranged(s) for s in shapes[:2]),
+        }
+        if len(shapes) == 3:  # the bias: large, so the epilogue's add and activation matter
+            bias = (4 * torch.randn(shapes[2], generator=gen, device=device)).to(dtype)
+            cases = {name: pair + (bias,) for name, pair in cases.items()}
+        return cases
+
+    def _operands(self, problem, a, b):
+        operands, _, _ = split_layout(problem.layout)
+        return (a.T if operands[0] == "T" else a), (b.T if operands[1] == "T" else b)
+
+    def reference(self, problem, *inputs):
+        a, b = self._operands(problem, inputs[0], inputs[1])
+        _, has_bias, activation = split_layout(problem.layout)
+        c = a.double() @ b.double()
+        if has_bias:
+            c = c + inputs[2].double()
+        return apply_activation(c, activation)
+
+    def baseline(self, problem, *inputs, out):
+        a, b = self._operands(problem, inputs[0], inputs[1])
+        _, has_bias, activation = split_layout(problem.layout)
+        if has_bias:
+            torch.addmm(inputs[2], a, b, out=out)
+        else:
+            torch.matmul(a, b, out=out)
+        if activation != "none":
+            out.copy_(apply_activation(out, activation))
+
+    def flops(self, problem):
+        m, n, k = problem.shape
+        return 2 * m * n * k
+
+    def bytes_moved(self, problem):
+        elt = problem.torch_dtype.itemsize
+        shapes = self.input_shapes(problem) + [self.output_spec(problem).shape]
+        return elt * sum(math.prod(s) for s in shapes)
+
+    def tolerance(self, problem):
+        # One output rounding (bf16: 2**-9, fp16: 2**-12 relative) plus fp32 summation-order
+        # differences; the activation adds a little more in low precision.
+        if problem.dtype == "bf16":
+            return Tolerance(rtol=1.6e-2, atol=1e-2)
+        return Tolerance(rtol=4e-3, atol=2e-3)
+
+    def sweep(self, problem):
+        m, n, k = problem.shape
+        shapes = [
+            (1, 1, 1),  # tiny
+            (3, 5, 7),  # odd everything, K below any tile
+            (17, 33, 65),  # one past powers of two
+            (64, 64, 64),  # exactly one small tile
+            (127, 96, 200),  # non-power-of-two, K tail
+            (1, n, k),  # decode row against the workload's weight
+            (max(1, m - 1), n, k + 3),  # the workload with odd M and unaligned K
+            (m, n, k),  # the workload itself
+        ]
+        seen, out = set(), []
+        for s in shapes:
+            if s not in seen:
+                seen.add(s)
+                out.append(problem.with_shape(*s))
+        return out
+
+    def families(self) -> list[Family]:
+        from kernels.ops.matmul.families import FAMILIES
+
+        return list(FAMILIES)

@@ -1,0 +1,34 @@
+"""rmsnorm: y = x / sqrt(mean(x**2, -1) + eps) * weight, rows of x of shape (M, N)."""
+
+from __future__ import annotations
+
+import torch
+
+from kernels.rowwise import RowwiseOp
+
+EPS = 1e-6
+
+
+class RmsnormOp(RowwiseOp):
+    name = "rmsnorm"
+    vectors = ("weight",)
+    description = "RMS normalization over the last dim, times a weight (Llama style)"
+
+    def reference(self, problem, x, weight):
+        x = x.double()
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * weight.double()
+
+    def baseline(self, problem, x, weight, *, out):
+        # What a model's eager RMSNorm does: upcast, normalize, cast back, scale.
+        xf = x.float()
+        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS)
+        torch.mul(y.to(x.dtype), weight, out=out)
+
+    def flops(self, problem):
+        m, n = problem.shape
+        return 4 * m * n
+
+    def families(self):
+        from kernels.ops.rmsnorm.families import FAMILIES
+
+        return list(FAMILIES)

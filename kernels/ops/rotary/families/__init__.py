@@ -1,0 +1,5 @@
+"""The rotary kernel families."""
+
+from kernels.ops.rotary.families.heads import RotaryHeads
+
+FAMILIES = (RotaryHeads(),)

@@ -1,0 +1,5 @@
+"""The softmax kernel families."""
+
+from kernels.ops.softmax.families.rowwise import SoftmaxRowwise
+
+FAMILIES = (SoftmaxRowwise(),)

@@ -1,0 +1,93 @@
+"""Every family renders valid, deterministic candidates that are correct in the interpreter."""
+
+import random
+
+import pytest
+
+from kernels import all_ops
+from kernels.checking import check_source, run_candidate
+from kernels.problem import Problem
+from kernels.tests.test_ops import small_problem
+
+FAMILIES = [
+    (name, family) for name, op in sorted(all_ops().items()) for family in op.families()
+]
+IDS = [family.name for _, family in FAMILIES]
+TRITON = [(n, f) for n, f in FAMILIES if f.backend == "triton"]
+TRITON_IDS = [f.name for _, f in TRITON]
+
+
+def sample_points(family, problem, count, seed=0):
+    """The default plus `count` random valid points of the family's space."""
+    rng = random.Random(seed)
+    points = [family.default(problem)]
+    choices = family.space(problem).choices
+    for _ in range(200):
+        if len(points) > count:
+            break
+        point = {k: rng.choice(list(v)) for k, v in choices.items()}
+        if family.check(problem, point) is None and point not in points:
+            points.append(point)
+    return points
+
+
+@pytest.mark.parametrize(("op_name", "family"), FAMILIES, ids=IDS)
+def test_its_default_is_valid_and_renders_deterministically(op_name, family):
+    problem = small_problem(op_name, "fp16")
+    params = family.default(problem)
+    assert family.check(problem, params) is None
+    source = family.render(problem, params)
+    assert source == family.render(problem, dict(reversed(list(params.items()))))
+    compile(source, family.name, "exec")
+    assert "def run(" in source
+
+
+@pytest.mark.parametrize(("op_name", "family"), FAMILIES, ids=IDS)
+def test_its_check_rejects_points_outside_the_space(op_name, family):
+    problem = small_problem(op_name, "fp16")
+    params = dict(family.default(problem))
+    first = next(iter(params))
+    assert family.check(problem, {**params, first: -12345}) is not None
+    assert family.check(problem, {**params, "NOT_A_PARAM": 1}) is not None
+
+
+@pytest.mark.parametrize(("op_name", "family"), FAMILIES, ids=IDS)
+def test_a_diff_between_two_points_shows_only_the_changed_constants(op_name, family):
+    problem = small_problem(op_name, "fp16")
+    a = family.default(problem)
+    b = next(p for p in sample_points(family, problem, 20, seed=1)[1:] if p != a)
+    lines_a = family.render(problem, a).splitlines()
+    lines_b = family.render(problem, b).splitlines()
+    changed = [x for x, y in zip(lines_a, lines_b, strict=True) if x != y]
+    changed_names = {k for k in a if a[k] != b[k]}
+    assert len(lines_a) == len(lines_b)
+    assert all(line.startswith(tuple(changed_names) + ("Point:",)) for line in changed)
+
+
+@pytest.mark.parametrize(("op_name", "family"), TRITON, ids=TRITON_IDS)
+def test_its_candidates_are_correct_in_the_interpreter(op_name, family):
+    op = all_ops()[op_name]
+    base = small_problem(op_name, "fp16")
+    for layout in op.layouts if op_name != "matmul" else ("NN", "NT", "TN+bias+gelu"):
+        for problem in (base, tiny_odd(op, base)):
+            problem = Problem(problem.op, problem.shape, problem.dtype, layout)
+            for params in sample_points(family, problem, 2):
+                failures = check_source(op, problem, family.render(problem, params))
+                assert not failures, f"{params}: {failures}"
+
+
+def tiny_odd(op, problem):
+    """The op's own odd-sized sweep entry (sweep()[1]: a tail in every dimension)."""
+    odd = op.sweep(problem)[1]
+    assert any(s % 2 for s in odd.shape)
+    return odd
+
+
+def test_a_broken_candidate_is_caught():
+    op = all_ops()["rmsnorm"]
+    problem = small_problem("rmsnorm", "fp16")
+    family = op.families()[0]
+    source = family.render(problem, family.default(problem)).replace("* rstd[:, None]", "")
+    assert check_source(op, problem, source)
+    out = run_candidate(op, problem, source, op.make_inputs(problem, seed=0, device="cpu"))
+    assert out.isfinite().all()

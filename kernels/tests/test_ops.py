@@ -1,0 +1,113 @@
+"""Every op's contract: reference, input generator, counts, sweep, adversarial cases."""
+
+import math
+
+import pytest
+import torch
+
+from kernels import all_ops, parse_problem
+from kernels.checking import compare
+from kernels.problem import Problem, ProblemError
+from kernels.shapes import public_problems
+
+OPS = sorted(all_ops())
+
+
+def small_problem(op_name: str, dtype: str = "fp32") -> Problem:
+    """A small, odd-sized problem per op (the interpreter is slow)."""
+    op = all_ops()[op_name]
+    dtype = dtype if dtype in op.dtypes else op.dtypes[0]
+    sizes = {"M": 5, "N": 24, "K": 40, "T": 6, "H": 3, "D": 16, "B": 2, "S": 24, "F": 40}
+    return Problem(op_name, tuple(sizes[d] for d in op.dims), dtype, op.layouts[0])
+
+
+def test_it_discovers_the_core_ops():
+    expected = {"matmul", "rmsnorm", "layernorm", "softmax", "cross_entropy", "rotary", "sum"}
+    assert expected <= set(OPS)
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_it_generates_seeded_inputs_of_the_declared_shapes(name):
+    op = all_ops()[name]
+    problem = small_problem(name)
+    a = op.make_inputs(problem, seed=3, device="cpu")
+    b = op.make_inputs(problem, seed=3, device="cpu")
+    c = op.make_inputs(problem, seed=4, device="cpu")
+    assert [tuple(t.shape) for t in a] == [tuple(s) for s in op.input_shapes(problem)]
+    assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+    assert any(not torch.equal(x, y) for x, y in zip(a, c, strict=True))
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_its_baseline_matches_its_reference(name):
+    op = all_ops()[name]
+    problem = small_problem(name)
+    inputs = op.make_inputs(problem, seed=0, device="cpu")
+    spec = op.output_spec(problem)
+    out = torch.full(spec.shape, float("nan"), dtype=spec.dtype)
+    op.baseline(problem, *inputs, out=out)
+    ref = op.reference(problem, *inputs)
+    assert ref.dtype in (torch.float32, torch.float64)
+    assert compare(out, ref, op.tolerance(problem)).passed
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_its_reference_is_not_fooled_by_a_wrong_answer(name):
+    op = all_ops()[name]
+    problem = small_problem(name)
+    inputs = op.make_inputs(problem, seed=0, device="cpu")
+    ref = op.reference(problem, *inputs)
+    wrong = ref * 1.1 + 0.1
+    assert not compare(wrong, ref, op.tolerance(problem)).passed
+    assert not compare(torch.full_like(ref, float("nan")), ref, op.tolerance(problem)).passed
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_its_adversarial_inputs_have_the_declared_shapes(name):
+    op = all_ops()[name]
+    problem = small_problem(name)
+    cases = op.adversarial_inputs(problem, seed=0, device="cpu")
+    assert cases
+    for inputs in cases.values():
+        assert [tuple(t.shape) for t in inputs] == [tuple(s) for s in op.input_shapes(problem)]
+        assert torch.isfinite(op.reference(problem, *inputs).double()).all()
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_its_counts_are_positive_and_scale_with_size(name):
+    op = all_ops()[name]
+    small = small_problem(name)
+    big = small.with_shape(*(2 * s for s in small.shape))
+    assert 0 < op.flops(small) < op.flops(big)
+    assert 0 < op.bytes_moved(small) < op.bytes_moved(big)
+    elt = small.torch_dtype.itemsize
+    assert op.bytes_moved(small) >= elt * math.prod(op.input_shapes(small)[0])
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_its_sweep_covers_tiny_odd_and_the_workload(name):
+    op = all_ops()[name]
+    problem = small_problem(name).with_shape(*(s * 8 for s in small_problem(name).shape))
+    sweep = op.sweep(problem)
+    assert problem in sweep
+    assert any(all(s == 1 for s in p.shape) or min(p.shape) <= 3 for p in sweep)
+    assert any(any(s % 2 for s in p.shape) for p in sweep)
+    for p in sweep:
+        op.validate(p)
+
+
+def test_it_rejects_bad_problems_with_a_readable_message():
+    with pytest.raises(ProblemError, match="layout"):
+        parse_problem("matmul", "64x64x64", "bf16", "XX")
+    with pytest.raises(ProblemError, match="positive"):
+        parse_problem("rmsnorm", "0x64", "bf16")
+
+
+def test_the_public_shape_set_is_valid():
+    problems = public_problems()
+    names = {p.name for p in problems}
+    for expected in ("tiny", "small", "large", "xlarge", "tall", "deep_k", "llm_qkv", "llm_mlp"):
+        assert f"matmul/{expected}" in names
+    assert any(p.problem.op == "matmul" and p.problem.shape[0] == 1 for p in problems)
+    for entry in problems:
+        all_ops()[entry.problem.op].validate(entry.problem)

@@ -1,0 +1,129 @@
+// The live job page: a websocket that backfills from the database on every (re)connect.
+// The database is the record: each iteration carries a per-job `seq`; we keep the rows we
+// have by seq (dropping duplicates), ask for a backfill when we notice a gap, and reconnect
+// with the last seq we saw after the connection drops.
+(function () {
+  "use strict";
+  const table = document.getElementById("iterations");
+  if (!table) return;
+  const body = table.querySelector("tbody");
+  const live = document.getElementById("live");
+  const counter = document.getElementById("iteration-count");
+  const empty = document.getElementById("no-iterations");
+  const seen = new Map(); // seq -> row
+  let lastSeq = 0; // highest contiguous seq we hold
+  let socket = null;
+  let retryMs = 500;
+  let terminal = false;
+
+  function setLive(state, text) {
+    live.dataset.state = state;
+    live.textContent = text;
+  }
+
+  function cell(text, cls) {
+    const td = document.createElement("td");
+    if (cls) td.className = cls;
+    td.textContent = text;
+    return td;
+  }
+
+  function addIteration(it) {
+    if (seen.has(it.seq)) return; // already shown: a backfill and a live message overlapped
+    const tr = document.createElement("tr");
+    tr.dataset.seq = it.seq;
+    tr.appendChild(cell(it.seq, "num"));
+    const problem = cell("");
+    const code = document.createElement("code");
+    code.textContent = it.problem;
+    problem.appendChild(code);
+    tr.appendChild(problem);
+    tr.appendChild(cell(it.index, "num"));
+    const verdict = cell("");
+    const badge = document.createElement("span");
+    badge.className = "badge v-" + it.verdict;
+    badge.textContent = it.verdict_label;
+    verdict.appendChild(badge);
+    tr.appendChild(verdict);
+    const hyp = cell(it.hypothesis);
+    const reason = document.createElement("div");
+    reason.className = "muted small";
+    reason.textContent = it.reason;
+    hyp.appendChild(reason);
+    tr.appendChild(hyp);
+    tr.appendChild(cell(it.speedup == null ? "—" : it.speedup.toFixed(2) + "×", "num"));
+    // Keep rows in seq order even when a backfill fills a gap behind newer rows.
+    let before = null;
+    for (const [s, row] of seen) {
+      if (s > it.seq && (before === null || s < Number(before.dataset.seq))) before = row;
+    }
+    body.insertBefore(tr, before);
+    seen.set(it.seq, tr);
+    while (seen.has(lastSeq + 1)) lastSeq += 1;
+    counter.textContent = seen.size;
+    empty.hidden = true;
+  }
+
+  function applyStatus(status) {
+    const badge = document.getElementById("job-status");
+    badge.className = "badge s-" + status.status;
+    badge.textContent = status.status_label;
+    terminal = status.terminal;
+    for (const t of status.tasks) {
+      const row = document.querySelector('tr[data-task="' + t.id + '"]');
+      if (!row) continue;
+      const b = row.querySelector('[data-role="status"]');
+      b.className = "badge s-" + t.status;
+      b.textContent = t.status_label;
+      row.querySelector('[data-role="note"]').textContent = t.error ? t.error.split("\n")[0] : t.stop_reason;
+    }
+    const cancel = document.getElementById("cancel-form");
+    if (cancel && (status.terminal || status.cancel_requested)) cancel.hidden = true;
+    // We hold fewer events than the job has handed out: fetch the missing ones.
+    if (status.last_seq > lastSeq) requestBackfill();
+  }
+
+  function requestBackfill() {
+    if (socket && socket.readyState === WebSocket.OPEN) {
+      socket.send(JSON.stringify({ type: "backfill", after: lastSeq }));
+    }
+  }
+
+  function onMessage(event) {
+    const msg = JSON.parse(event.data);
+    if (msg.type === "iteration") {
+      if (msg.iteration.seq > lastSeq + 1 && !seen.has(lastSeq + 1)) requestBackfill();
+      addIteration(msg.iteration);
+    } else if (msg.type === "backfill") {
+      msg.iterations.forEach(addIteration);
+    } else if (msg.type === "status") {
+      applyStatus(msg.status);
+    }
+  }
+
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss://" : "ws://";
+    socket = new WebSocket(scheme + location.host + table.dataset.wsPath + "?last_seq=" + lastSeq);
+    socket.addEventListener("open", function () {
+      retryMs = 500;
+      setLive("open", "live");
+    });
+    socket.addEventListener("message", onMessage);
+    socket.addEventListener("close", function (event) {
+      if (event.code === 4403) {
+        setLive("closed", "no access");
+        return;
+      }
+      setLive("retry", terminal ? "finished" : "reconnecting…");
+      if (terminal && event.wasClean) return;
+      setTimeout(connect, retryMs);
+      retryMs = Math.min(retryMs * 2, 10000);
+    });
+  }
+
+  // Exposed for tests and debugging: drop the connection as a network failure would.
+  window.kfDropConnection = function () {
+    if (socket) socket.close();
+  };
+  connect();
+})();

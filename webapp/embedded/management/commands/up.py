@@ -1,0 +1,154 @@
+"""`python manage.py up`: the whole product on this machine, stopped by Ctrl-C.
+
+Migrates the database (SQLite under var/ unless DATABASE_URL says otherwise), ensures a demo
+account, uses the Redis at REDIS_URL or starts one there, starts one Celery worker per visible
+GPU (or one CPU worker when there is none) plus the watchdog's beat, and the ASGI server.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from webapp.embedded import redis_server
+from webapp.embedded.demo import demo_account_ensure, demo_password
+from webapp.embedded.gpus import detect_gpus
+from webapp.embedded.supervisor import Supervisor
+
+
+class Command(BaseCommand):
+    help = (
+        "Run KernelForge locally: database, Redis, workers and the web server. Ctrl-C stops it all."
+    )
+
+    def add_arguments(self, parser) -> None:  # noqa: ANN001
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument(
+            "--stop-timeout", type=float, default=15.0, help="seconds each process gets to stop"
+        )
+
+    def handle(self, *args, host: str, port: int, stop_timeout: float, **options) -> None:
+        say = self._say
+        settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
+        call_command("migrate", interactive=False, verbosity=0)
+        say(f"database ready: {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}")
+        demo = demo_account_ensure(password=demo_password(settings.VAR_DIR))
+
+        # Ctrl-C (SIGINT) and SIGTERM both end in the same orderly stop below.
+        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+        supervisor = Supervisor(log=say)
+        env = dict(
+            os.environ,
+            DJANGO_SETTINGS_MODULE=os.environ.get("DJANGO_SETTINGS_MODULE", "webapp.settings"),
+        )
+        env.setdefault("KF_VAR_DIR", str(settings.VAR_DIR))
+        try:
+            self._start_redis(supervisor, env)
+            queues = self._start_workers(supervisor, env)
+            env["KF_QUEUES"] = ",".join(queues)
+            supervisor.start(
+                "web",
+                [
+                    sys.executable,
+                    "-m",
+                    "daphne",
+                    "-b",
+                    host,
+                    "-p",
+                    str(port),
+                    "webapp.asgi:application",
+                ],
+                env=env,
+            )
+            shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
+            say("")
+            say(f"KernelForge is up: http://{shown}:{port}/")
+            say(
+                f"  demo login: username {demo.username}  password {demo.password}  (team: {demo.team})"
+            )
+            say(f"  queues: {', '.join(queues)}   Ctrl-C stops everything.")
+            say("")
+            ended = supervisor.wait_for_exit()
+            say(f"{ended.name} exited with code {ended.process.returncode}; stopping the rest")
+            exit_code = 1
+        except KeyboardInterrupt:
+            say("stopping…")
+            exit_code = 0
+        finally:
+            signal.signal(
+                signal.SIGINT, signal.SIG_IGN
+            )  # a second Ctrl-C must not cut the cleanup short
+            supervisor.stop_all(timeout_s=stop_timeout, last=("redis",))
+            say("all stopped")
+        if exit_code:
+            raise CommandError("a process of `up` exited unexpectedly")
+
+    def _start_redis(self, supervisor: Supervisor, env: dict[str, str]) -> None:
+        url = settings.REDIS_URL
+        if redis_server.reachable(url):
+            self._say(f"using Redis at {url}")
+            return
+        try:
+            argv = redis_server.server_argv(url, data_dir=settings.VAR_DIR / "redis")
+        except RuntimeError as error:
+            raise CommandError(str(error)) from None
+        supervisor.start("redis", argv, env=env)
+        if not redis_server.wait_until_reachable(url, timeout_s=15):
+            raise CommandError(f"started redis-server, but {url} did not answer")
+        self._say(f"started a private Redis at {url} (keeps nothing on disk)")
+
+    def _start_workers(self, supervisor: Supervisor, env: dict[str, str]) -> list[str]:
+        celery = [sys.executable, "-m", "celery", "-A", "workers", "worker", "--loglevel", "INFO"]
+        beat = ["--beat", "--schedule", str(settings.VAR_DIR / "celerybeat-schedule")]
+        gpus = detect_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"))
+        if not gpus:
+            # No GPU: one worker runs candidates in Triton's interpreter; it also takes the
+            # control queue (watchdog) and runs the beat.
+            worker_env = dict(env, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
+            supervisor.start(
+                "worker-cpu",
+                [
+                    *celery,
+                    "-Q",
+                    f"cpu,{settings.KF_CONTROL_QUEUE}",
+                    "-c",
+                    "1",
+                    "-n",
+                    "cpu@%h",
+                    *beat,
+                ],
+                env=worker_env,
+            )
+            return ["cpu"]
+        queues = []
+        for gpu in gpus:
+            worker_env = dict(env, CUDA_VISIBLE_DEVICES=str(gpu.index))
+            supervisor.start(
+                f"worker-gpu{gpu.index}",
+                [*celery, "-Q", gpu.queue, "-c", "1", "-n", f"gpu{gpu.index}@%h"],
+                env=worker_env,
+            )
+            self._say(f"GPU {gpu.index}: {gpu.name} -> queue {gpu.queue}")
+            if gpu.queue not in queues:
+                queues.append(gpu.queue)
+        # Housekeeping never waits behind an hours-long GPU job (R4.3).
+        supervisor.start(
+            "worker-control",
+            [*celery, "-Q", settings.KF_CONTROL_QUEUE, "-c", "1", "-n", "control@%h", *beat],
+            env=dict(env, CUDA_VISIBLE_DEVICES=""),
+        )
+        return queues
+
+    def _say(self, text: str) -> None:
+        self.stdout.write(text)
+        self.stdout.flush()
+
+
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt

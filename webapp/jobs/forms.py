@@ -1,0 +1,119 @@
+"""The job form: a shape set (pasted or uploaded) or a model file, for one of the user's teams."""
+
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.files.uploadedfile import UploadedFile
+from django.template.defaultfilters import filesizeformat
+
+from webapp.accounts.selectors import teams_for_user
+from webapp.jobs.models import Job
+from webapp.jobs.shapes import ShapeFormat, ShapeSetError, parse_shape_set
+
+MODEL_SUFFIXES = (".pt", ".pth", ".py", ".safetensors", ".onnx")
+SHAPES_EXAMPLE = "op,shape,dtype\nmatmul,4096x4096x4096,bf16\nrmsnorm,8192x4096,fp16"
+
+
+class JobForm(forms.Form):
+    team = forms.ModelChoiceField(queryset=None, empty_label=None)
+    title = forms.CharField(max_length=120)
+    kind = forms.ChoiceField(
+        choices=Job.Kind.choices, widget=forms.RadioSelect, initial=Job.Kind.SHAPES
+    )
+    shapes_text = forms.CharField(
+        required=False,
+        label="Paste shapes",
+        widget=forms.Textarea(
+            attrs={"rows": 6, "spellcheck": "false", "placeholder": SHAPES_EXAMPLE}
+        ),
+        help_text="CSV with a header, JSON or YAML: op, shape (e.g. 4096x4096x4096), dtype, optional layout.",
+    )
+    shapes_file = forms.FileField(
+        required=False, label="…or upload a shape file (.csv, .json, .yaml)"
+    )
+    model_file = forms.FileField(
+        required=False,
+        label="Model file",
+        help_text="Stored with the job; profiling a model into problems arrives in a later release.",
+    )
+    queue = forms.ChoiceField(label="Run on", choices=())
+
+    def __init__(self, *args, user: AbstractBaseUser, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["team"].queryset = teams_for_user(user=user)
+        self.fields["queue"].choices = [(q, _queue_label(q)) for q in settings.KF_QUEUES]
+        self.problems = []
+
+    def clean_shapes_file(self) -> UploadedFile | None:
+        upload = self.cleaned_data.get("shapes_file")
+        if upload and upload.size > settings.KF_MAX_SHAPE_FILE_BYTES:
+            raise forms.ValidationError(
+                f"The shape file is {filesizeformat(upload.size)}; the limit is "
+                f"{filesizeformat(settings.KF_MAX_SHAPE_FILE_BYTES)}."
+            )
+        return upload
+
+    def clean_model_file(self) -> UploadedFile | None:
+        upload = self.cleaned_data.get("model_file")
+        if not upload:
+            return upload
+        if upload.size > settings.KF_MAX_MODEL_FILE_BYTES:
+            raise forms.ValidationError(
+                f"The model file is {filesizeformat(upload.size)}; the limit is "
+                f"{filesizeformat(settings.KF_MAX_MODEL_FILE_BYTES)}."
+            )
+        if not upload.name.lower().endswith(MODEL_SUFFIXES):
+            raise forms.ValidationError(
+                f"A model file must end in one of {', '.join(MODEL_SUFFIXES)}."
+            )
+        if upload.size == 0:
+            raise forms.ValidationError("The model file is empty.")
+        return upload
+
+    def clean(self) -> dict:
+        data = super().clean()
+        kind = data.get("kind")
+        if kind == Job.Kind.SHAPES:
+            self._clean_shapes(data)
+        elif (
+            kind == Job.Kind.MODEL
+            and not data.get("model_file")
+            and "model_file" not in self.errors
+        ):
+            self.add_error("model_file", "Choose a model file to upload.")
+        return data
+
+    def _clean_shapes(self, data: dict) -> None:
+        text = data.get("shapes_text") or ""
+        upload = data.get("shapes_file")
+        if "shapes_file" in self.errors:
+            return
+        if upload and text.strip():
+            self.add_error("shapes_text", "Paste shapes or upload a file, not both.")
+            return
+        fmt = ShapeFormat.AUTO
+        if upload:
+            fmt = ShapeFormat.from_filename(upload.name)
+            try:
+                text = upload.read().decode("utf-8")
+            except UnicodeDecodeError:
+                self.add_error("shapes_file", "The shape file is not UTF-8 text.")
+                return
+        field = "shapes_file" if upload else "shapes_text"
+        try:
+            self.problems = parse_shape_set(
+                text, fmt, max_problems=settings.KF_MAX_PROBLEMS_PER_JOB
+            )
+        except ShapeSetError as error:
+            for message in error.messages:
+                self.add_error(field, message)
+
+
+def _queue_label(queue: str) -> str:
+    if queue == "cpu":
+        return "CPU (Triton interpreter; timings not ranked)"
+    if queue.startswith("gpu."):
+        return f"GPU: {queue.removeprefix('gpu.').upper()}"
+    return queue

@@ -1,0 +1,92 @@
+"""Reads about jobs, always scoped to what the user may see (membership of the job's team)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Count, QuerySet
+
+from webapp.jobs.models import Iteration, Job, Task
+
+
+def jobs_visible_to(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Job]:
+    if not user.is_authenticated:
+        return Job.objects.none()
+    return Job.objects.filter(team__memberships__user=user)
+
+
+def job_list_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Job]:
+    return (
+        jobs_visible_to(user=user)
+        .select_related("team")
+        .annotate(problem_count=Count("problems", distinct=True))
+        .order_by("-created_at")
+    )
+
+
+def job_get_for_user(
+    *, user: AbstractBaseUser | AnonymousUser, job_id: uuid.UUID | str
+) -> Job | None:
+    """The job if the user is a member of its team, else None (the caller answers 404)."""
+    return jobs_visible_to(user=user).select_related("team", "created_by").filter(id=job_id).first()
+
+
+def iterations_after(
+    *, job_id: uuid.UUID | str, after_seq: int, limit: int = 1000
+) -> list[dict[str, Any]]:
+    """Events with seq > after_seq, in order: what a (re)connecting browser has not seen."""
+    rows = (
+        Iteration.objects.filter(job_id=job_id, seq__gt=after_seq)
+        .select_related("task__problem")
+        .order_by("seq")[:limit]
+    )
+    return [iteration_event(row) for row in rows]
+
+
+def iteration_event(it: Iteration) -> dict[str, Any]:
+    """The browser's view of one iteration; sources and profiles are fetched by id, not pushed."""
+    return {
+        "seq": it.seq,
+        "task": it.task_id,
+        "problem": it.task.problem.key,
+        "index": it.index,
+        "parent": it.parent,
+        "verdict": it.verdict,
+        "verdict_label": Iteration.Verdict(it.verdict).label,
+        "hypothesis": it.hypothesis,
+        "reason": it.reason,
+        "candidate_id": it.candidate_id,
+        "speedup": it.speedup,
+        "best_speedup": it.best_speedup,
+        "elapsed_s": round(it.elapsed_s, 3),
+        "has_profile": it.profile is not None,
+    }
+
+
+def job_status_event(*, job_id: uuid.UUID | str) -> dict[str, Any]:
+    """The job's and its tasks' current states, sent on connect and after each transition."""
+    job = Job.objects.get(id=job_id)
+    tasks = Task.objects.filter(job_id=job_id).select_related("problem").order_by("id")
+    return {
+        "job": str(job.id),
+        "status": job.status,
+        "status_label": Job.Status(job.status).label,
+        "terminal": job.is_terminal,
+        "cancel_requested": job.cancel_requested,
+        "last_seq": job.last_seq,
+        "tasks": [
+            {
+                "id": t.id,
+                "problem": t.problem.key,
+                "queue": t.queue,
+                "status": t.status,
+                "status_label": Task.Status(t.status).label,
+                "attempt": t.attempt,
+                "stop_reason": t.stop_reason,
+                "error": t.error[:500],
+            }
+            for t in tasks
+        ],
+    }

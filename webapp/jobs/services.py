@@ -1,0 +1,357 @@
+"""Writes about jobs. Every state change is a compare-and-set, so duplicates become no-ops.
+
+Callers: views (job_create_*, job_cancel) and workers/ (task_claim, iteration_record,
+task_finish, task_fail, tasks_requeue_stale). Tasks are enqueued only after the transaction
+that created them commits.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied
+from django.core.files.uploadedfile import UploadedFile
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+import kernels
+from webapp.accounts.models import Membership, Team
+from webapp.jobs import events, selectors
+from webapp.jobs.models import Iteration, Job, Problem, Task
+from workers.tasks import run_task as run_task_task
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TaskClaim:
+    """What a worker needs to run a task it has just claimed."""
+
+    task_id: int
+    job_id: uuid.UUID
+    attempt: int
+    problem: dict[str, Any]  # kernels.Problem.to_dict() form
+    resume_from: int  # iterations already recorded by earlier attempts
+
+
+@dataclass(frozen=True)
+class IterationData:
+    """The fields of agents.reporting.IterationEvent that we store (verdict as its value)."""
+
+    index: int
+    verdict: str
+    parent: int | None = None
+    hypothesis: str = ""
+    source: str = ""
+    candidate_id: str = ""
+    reason: str = ""
+    family: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    evaluation: dict[str, Any] | None = None
+    speedup: float | None = None
+    best_speedup: float | None = None
+    elapsed_s: float = 0.0
+    gpu_s: float = 0.0
+    llm_tokens: int = 0
+    llm_cost_usd: float = 0.0
+
+
+def _require_member(user: AbstractBaseUser, team: Team) -> None:
+    if not Membership.objects.filter(team=team, user=user).exists():
+        raise PermissionDenied("You are not a member of this team.")
+
+
+def _enqueue(task: Task) -> None:
+    transaction.on_commit(lambda: run_task_task.apply_async(args=[task.id], queue=task.queue))
+
+
+@transaction.atomic
+def job_create_from_shapes(
+    *,
+    user: AbstractBaseUser,
+    team: Team,
+    title: str,
+    problems: Sequence[kernels.Problem],
+    queue: str,
+) -> Job:
+    """Save the job, one Problem and one Task per shape, and enqueue the tasks after commit."""
+    _require_member(user, team)
+    if not problems:
+        raise ValueError("a shape-set job needs at least one problem")
+    job = Job.objects.create(team=team, created_by=user, title=title, kind=Job.Kind.SHAPES)
+    for position, spec in enumerate(problems):
+        problem = Problem.objects.create(
+            job=job,
+            position=position,
+            op=spec.op,
+            shape=list(spec.shape),
+            dtype=spec.dtype,
+            layout=spec.layout,
+            key=spec.key,
+        )
+        _enqueue(Task.objects.create(job=job, problem=problem, queue=queue))
+    return job
+
+
+@transaction.atomic
+def job_create_from_model(
+    *, user: AbstractBaseUser, team: Team, title: str, model_file: UploadedFile
+) -> Job:
+    """Store the model file. Profiling it into problems is a later capability, so nothing runs yet."""
+    _require_member(user, team)
+    job = Job(
+        team=team,
+        created_by=user,
+        title=title,
+        kind=Job.Kind.MODEL,
+        status=Job.Status.AWAITING_PROFILER,
+    )
+    job.model_file.save(model_file.name, model_file, save=False)
+    job.save()
+    return job
+
+
+def job_cancel(*, job: Job, user: AbstractBaseUser) -> bool:
+    """Ask running tasks to stop (they poll the flag) and cancel the ones not started yet."""
+    _require_member(user, job.team)
+    with transaction.atomic():
+        _lock_job(job.id)
+        changed = Job.objects.filter(
+            id=job.id, status__in=Job.ACTIVE, cancel_requested=False
+        ).update(cancel_requested=True)
+        if not changed:
+            return False
+        Task.objects.filter(job_id=job.id, status=Task.Status.QUEUED).update(
+            status=Task.Status.CANCELLED,
+            finished_at=timezone.now(),
+            stop_reason="cancelled before start",
+        )
+        _job_settle(job.id)
+    _notify_status(job.id)
+    return True
+
+
+def task_claim(*, task_id: int, worker: str) -> TaskClaim | None:
+    """QUEUED -> RUNNING for this worker; None when another delivery got there first or it is over."""
+    now = timezone.now()
+    job_id = Task.objects.filter(id=task_id).values_list("job_id", flat=True).first()
+    if job_id is None:
+        return None
+    with transaction.atomic():
+        _lock_job(job_id)
+        claimed = Task.objects.filter(id=task_id, status=Task.Status.QUEUED).update(
+            status=Task.Status.RUNNING,
+            attempt=F("attempt") + 1,
+            worker=worker[:200],
+            heartbeat_at=now,
+            started_at=now,
+        )
+        if claimed != 1:
+            return None
+        task = Task.objects.select_related("problem").get(id=task_id)
+        Job.objects.filter(id=task.job_id, status=Job.Status.QUEUED).update(
+            status=Job.Status.RUNNING, started_at=now
+        )
+        claim = TaskClaim(
+            task_id=task.id,
+            job_id=task.job_id,
+            attempt=task.attempt,
+            problem=task.problem.to_dict(),
+            resume_from=Iteration.objects.filter(task_id=task.id).count(),
+        )
+    _notify_status(claim.job_id)
+    return claim
+
+
+def task_heartbeat(*, task_id: int, attempt: int) -> bool:
+    """Mark the run alive; False when this run no longer owns the task (requeued or finished)."""
+    return (
+        Task.objects.filter(id=task_id, attempt=attempt, status=Task.Status.RUNNING).update(
+            heartbeat_at=timezone.now()
+        )
+        == 1
+    )
+
+
+def task_should_stop(*, task_id: int, attempt: int) -> bool:
+    """True when the user cancelled the job or this run lost the task to another attempt."""
+    row = (
+        Task.objects.filter(id=task_id).values("status", "attempt", "job__cancel_requested").first()
+    )
+    if row is None:
+        return True
+    lost = row["status"] != Task.Status.RUNNING or row["attempt"] != attempt
+    return lost or row["job__cancel_requested"]
+
+
+def iteration_record(*, task_id: int, attempt: int, data: IterationData) -> Iteration | None:
+    """Save one iteration with the job's next seq, then notify the job's group.
+
+    Idempotent: an index already saved for this task (a redelivered run repeating itself) is
+    returned as is, with no new seq and no notification. Returns None when this run no longer
+    owns the task, so a run the watchdog replaced cannot write.
+    """
+    existing = Iteration.objects.filter(task_id=task_id, index=data.index).first()
+    if existing is not None:
+        return existing
+    try:
+        with transaction.atomic():
+            task = Task.objects.filter(id=task_id).values("job_id").get()
+            # The UPDATE locks the job row until commit, so seqs are handed out one at a time
+            # (PostgreSQL row lock; SQLite serializes writers with BEGIN IMMEDIATE).
+            Job.objects.filter(id=task["job_id"]).update(last_seq=F("last_seq") + 1)
+            owner = Task.objects.filter(
+                id=task_id, attempt=attempt, status=Task.Status.RUNNING
+            ).update(heartbeat_at=timezone.now())
+            if owner != 1:
+                transaction.set_rollback(True)
+                return None
+            seq = Job.objects.filter(id=task["job_id"]).values_list("last_seq", flat=True).get()
+            iteration = Iteration.objects.create(
+                job_id=task["job_id"],
+                task_id=task_id,
+                seq=seq,
+                attempt=attempt,
+                index=data.index,
+                parent=data.parent,
+                verdict=Iteration.Verdict(data.verdict),
+                hypothesis=data.hypothesis,
+                reason=data.reason[:500],
+                candidate_id=data.candidate_id[:100],
+                family=data.family or "",
+                params=data.params,
+                source=data.source,
+                evaluation=data.evaluation,
+                speedup=data.speedup,
+                best_speedup=data.best_speedup,
+                elapsed_s=data.elapsed_s,
+                gpu_s=data.gpu_s,
+                llm_tokens=data.llm_tokens,
+                llm_cost_usd=data.llm_cost_usd,
+            )
+    except IntegrityError:
+        # A concurrent run saved this index between our check and our insert.
+        return Iteration.objects.get(task_id=task_id, index=data.index)
+    iteration = Iteration.objects.select_related("task__problem").get(id=iteration.id)
+    events.broadcast(iteration.job_id, events.ITERATION, selectors.iteration_event(iteration))
+    return iteration
+
+
+def iteration_profile_record(*, task_id: int, index: int, profile: dict[str, Any]) -> bool:
+    return Iteration.objects.filter(task_id=task_id, index=index).update(profile=profile) == 1
+
+
+def task_finish(*, task_id: int, attempt: int, stop_reason: str) -> bool:
+    """RUNNING -> DONE (or CANCELLED when the run stopped because the user asked)."""
+    return _task_end(task_id=task_id, attempt=attempt, stop_reason=stop_reason, error="")
+
+
+def task_fail(*, task_id: int, attempt: int, error: str) -> bool:
+    return _task_end(task_id=task_id, attempt=attempt, stop_reason="failed", error=error)
+
+
+def _task_end(*, task_id: int, attempt: int, stop_reason: str, error: str) -> bool:
+    with transaction.atomic():
+        job_id = Task.objects.filter(id=task_id).values_list("job_id", flat=True).get()
+        _lock_job(job_id)
+        cancelled = Job.objects.filter(id=job_id).values_list("cancel_requested", flat=True).get()
+        if error:
+            status = Task.Status.FAILED
+        elif cancelled:
+            status = Task.Status.CANCELLED
+        else:
+            status = Task.Status.DONE
+        changed = Task.objects.filter(
+            id=task_id, attempt=attempt, status=Task.Status.RUNNING
+        ).update(
+            status=status, finished_at=timezone.now(), stop_reason=stop_reason[:200], error=error
+        )
+        if changed != 1:
+            return False
+        _job_settle(job_id)
+    _notify_status(job_id)
+    return True
+
+
+def _lock_job(job_id: uuid.UUID) -> None:
+    """Take the job row's lock first in every write transaction, so they queue in one order.
+
+    A no-op on SQLite, where BEGIN IMMEDIATE already serializes writers.
+    """
+    Job.objects.select_for_update().filter(id=job_id).values_list("id", flat=True).get()
+
+
+def _job_settle(job_id: uuid.UUID) -> None:
+    """Close the job once no task is active. Call inside a transaction holding the job row."""
+    if Task.objects.filter(job_id=job_id, status__in=Task.ACTIVE).exists():
+        return
+    statuses = set(Task.objects.filter(job_id=job_id).values_list("status", flat=True))
+    cancel_requested = (
+        Job.objects.filter(id=job_id).values_list("cancel_requested", flat=True).get()
+    )
+    if cancel_requested:
+        final = Job.Status.CANCELLED
+    elif Task.Status.DONE in statuses:
+        final = Job.Status.DONE
+    else:
+        final = Job.Status.FAILED
+    Job.objects.filter(id=job_id, status__in=Job.ACTIVE).update(
+        status=final, finished_at=timezone.now()
+    )
+
+
+def tasks_requeue_stale(*, stale_after_s: float, max_attempts: int) -> list[int]:
+    """The watchdog: RUNNING tasks whose heartbeat stopped go back to QUEUED (or FAILED).
+
+    A worker that died (SIGKILL, OOM, lost machine) leaves its task RUNNING with an old
+    heartbeat. We re-queue explicitly instead of relying on task_reject_on_worker_lost
+    (RELIABILITY.md R4.7); the new run resumes after the iterations already saved.
+    """
+    cutoff = timezone.now() - timedelta(seconds=stale_after_s)
+    requeued: list[int] = []
+    stale = Task.objects.filter(status=Task.Status.RUNNING, heartbeat_at__lt=cutoff).values_list(
+        "id", "attempt", "job_id", "queue"
+    )
+    for task_id, attempt, job_id, queue in list(stale):
+        with transaction.atomic():
+            _lock_job(job_id)
+            if attempt >= max_attempts:
+                gave_up = Task.objects.filter(
+                    id=task_id, attempt=attempt, status=Task.Status.RUNNING, heartbeat_at__lt=cutoff
+                ).update(
+                    status=Task.Status.FAILED,
+                    finished_at=timezone.now(),
+                    stop_reason="worker lost",
+                    error=f"the worker stopped responding {attempt} times; giving up",
+                )
+                if gave_up:
+                    _job_settle(job_id)
+                    transaction.on_commit(lambda j=job_id: _notify_status(j))
+                continue
+            changed = Task.objects.filter(
+                id=task_id, attempt=attempt, status=Task.Status.RUNNING, heartbeat_at__lt=cutoff
+            ).update(
+                status=Task.Status.QUEUED, worker="", stop_reason="requeued: heartbeat stopped"
+            )
+            if changed:
+                requeued.append(task_id)
+                transaction.on_commit(
+                    lambda t=task_id, q=queue: run_task_task.apply_async(args=[t], queue=q)
+                )
+                transaction.on_commit(lambda j=job_id: _notify_status(j))
+    if requeued:
+        log.warning(
+            "watchdog re-queued tasks %s (heartbeat older than %ss)", requeued, stale_after_s
+        )
+    return requeued
+
+
+def _notify_status(job_id: uuid.UUID) -> None:
+    events.broadcast(job_id, events.STATUS, selectors.job_status_event(job_id=job_id))

@@ -1,0 +1,106 @@
+"""Job pages. Thin: the form validates, services write, selectors read (and scope by team)."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from webapp.accounts.selectors import teams_for_user
+from webapp.jobs import selectors, services
+from webapp.jobs.forms import JobForm
+from webapp.jobs.models import Job
+
+
+@login_required
+def job_list(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "jobs/list.html",
+        {
+            "jobs": selectors.job_list_for_user(user=request.user)[:100],
+            "has_team": teams_for_user(user=request.user).exists(),
+        },
+    )
+
+
+@login_required
+def job_new(request: HttpRequest) -> HttpResponse:
+    if not teams_for_user(user=request.user).exists():
+        messages.info(
+            request, "Create a team (or join one with an invitation link) before submitting a job."
+        )
+        return redirect("accounts:teams")
+    form = JobForm(request.POST or None, request.FILES or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        if data["kind"] == Job.Kind.SHAPES:
+            job = services.job_create_from_shapes(
+                user=request.user,
+                team=data["team"],
+                title=data["title"],
+                problems=form.problems,
+                queue=data["queue"],
+            )
+        else:
+            job = services.job_create_from_model(
+                user=request.user,
+                team=data["team"],
+                title=data["title"],
+                model_file=data["model_file"],
+            )
+        return redirect("jobs:detail", job_id=job.id)
+    return render(request, "jobs/new.html", {"form": form}, status=400 if form.errors else 200)
+
+
+@login_required
+def job_detail(request: HttpRequest, job_id: uuid.UUID) -> HttpResponse:
+    job = _job_or_404(request, job_id)
+    return render(
+        request,
+        "jobs/detail.html",
+        {
+            "job": job,
+            "problems": job.problems.all(),
+            "status": selectors.job_status_event(job_id=job.id),
+        },
+    )
+
+
+@login_required
+@require_POST
+def job_cancel(request: HttpRequest, job_id: uuid.UUID) -> HttpResponse:
+    job = _job_or_404(request, job_id)
+    if services.job_cancel(job=job, user=request.user):
+        messages.info(
+            request, "Cancelling: running tasks stop at their next step, keeping the best so far."
+        )
+    return redirect("jobs:detail", job_id=job.id)
+
+
+@login_required
+def job_events(request: HttpRequest, job_id: uuid.UUID) -> JsonResponse:
+    """Events after ?after=<seq> plus the current status: catch-up over plain HTTP."""
+    job = _job_or_404(request, job_id)
+    try:
+        after = max(0, int(request.GET.get("after", "0")))
+    except ValueError:
+        after = 0
+    return JsonResponse(
+        {
+            "status": selectors.job_status_event(job_id=job.id),
+            "iterations": selectors.iterations_after(job_id=job.id, after_seq=after),
+        }
+    )
+
+
+def _job_or_404(request: HttpRequest, job_id: uuid.UUID) -> Job:
+    job = selectors.job_get_for_user(user=request.user, job_id=job_id)
+    if job is None:
+        # 404 rather than 403: outsiders do not learn that the job exists.
+        raise Http404("No such job")
+    return job

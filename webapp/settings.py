@@ -1,0 +1,185 @@
+"""Django settings: env-only. Every knob is an environment variable; defaults give the embedded `up`.
+
+The README's "Configuration" section lists the variables. Celery's settings follow
+RELIABILITY.md section 4 (long GPU jobs); the channel layer follows section 5.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+
+from webapp.env import envbool, envfloat, envint, envlist, envsecret, envstr
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(envstr("KF_VAR_DIR", str(BASE_DIR / "var")))
+
+DEBUG = envbool("KF_DEBUG", False)
+SECRET_KEY = envsecret("KF_SECRET_KEY", fallback_file=VAR_DIR / "secret_key")
+ALLOWED_HOSTS = envlist("KF_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+CSRF_TRUSTED_ORIGINS = envlist("KF_CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "daphne",  # first, so `runserver` is the ASGI one
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "webapp.accounts",
+    "webapp.jobs",
+    "webapp.embedded",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "webapp.urls"
+ASGI_APPLICATION = "webapp.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database: DATABASE_URL (PostgreSQL in production), else a SQLite file under var/.
+DATABASES = {
+    "default": dj_database_url.parse(
+        envstr("DATABASE_URL", f"sqlite:///{VAR_DIR / 'kernelforge.sqlite3'}"),
+        conn_max_age=envint("KF_DB_CONN_MAX_AGE", 0),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Web, workers and heartbeat threads write concurrently: WAL lets readers proceed, IMMEDIATE
+    # takes the write lock at BEGIN (no upgrade deadlocks), and the timeout waits for it.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "jobs:list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+# No separate web server in the embedded setup or the compose file: the ASGI app serves /static/.
+KF_SERVE_STATIC = envbool("KF_SERVE_STATIC", True)
+MEDIA_ROOT = Path(envstr("KF_MEDIA_ROOT", str(VAR_DIR / "media")))
+
+# --- Uploads and job limits (bad input gets a message on the form; nothing is half-made).
+KF_MAX_SHAPE_FILE_BYTES = envint("KF_MAX_SHAPE_FILE_BYTES", 256 * 1024)
+KF_MAX_MODEL_FILE_BYTES = envint("KF_MAX_MODEL_FILE_BYTES", 512 * 1024 * 1024)
+KF_MAX_PROBLEMS_PER_JOB = envint("KF_MAX_PROBLEMS_PER_JOB", 64)
+# Uploads above this go to a temporary file instead of memory.
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+
+# --- Redis: broker and channel layer. The test settings use another db and prefix.
+REDIS_URL = envstr("REDIS_URL", "redis://127.0.0.1:6379/0")
+KF_CHANNELS_PREFIX = envstr("KF_CHANNELS_PREFIX", "kf-channels")
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {
+            "hosts": [REDIS_URL],
+            "prefix": KF_CHANNELS_PREFIX,
+            "expiry": 60,
+            # Above daphne's websocket timeout (24 h by default), per R5.6.
+            "group_expiry": 86400,
+            "capacity": 500,
+        },
+    }
+}
+
+# --- Celery (R4.1-R4.7). Settings are read by workers/celery.py with namespace "CELERY".
+# Queues: one per GPU model ("gpu.h100", ...), "cpu" for the interpreter worker, and "control"
+# for short housekeeping (the watchdog) so it never waits behind a GPU job.
+KF_QUEUES = envlist("KF_QUEUES", "cpu")
+KF_CONTROL_QUEUE = "control"
+KF_TASK_TIME_LIMIT_S = envint("KF_TASK_TIME_LIMIT_S", 6 * 3600)
+KF_TASK_SOFT_TIME_LIMIT_S = envint("KF_TASK_SOFT_TIME_LIMIT_S", KF_TASK_TIME_LIMIT_S - 300)
+# Redelivery of an unacked message after a lost worker: longer than the longest task, or a
+# still-running task would be executed twice (celery #5306, #5935).
+KF_VISIBILITY_TIMEOUT_S = envint("KF_VISIBILITY_TIMEOUT_S", KF_TASK_TIME_LIMIT_S + 1800)
+# Liveness of a running task is a heartbeat in the database; the watchdog re-queues tasks whose
+# heartbeat stopped (R4.7) instead of waiting out the visibility timeout.
+KF_HEARTBEAT_S = envfloat("KF_HEARTBEAT_S", 15.0)
+KF_HEARTBEAT_STALE_S = envfloat("KF_HEARTBEAT_STALE_S", 120.0)
+KF_WATCHDOG_INTERVAL_S = envfloat("KF_WATCHDOG_INTERVAL_S", 60.0)
+KF_TASK_MAX_ATTEMPTS = envint("KF_TASK_MAX_ATTEMPTS", 3)
+# The stand-in agent (agents/standin.py) until the real graph is switched in.
+KF_STANDIN_ITERATIONS = envint("KF_STANDIN_ITERATIONS", 12)
+KF_STANDIN_PAUSE_S = envfloat("KF_STANDIN_PAUSE_S", 1.0)
+
+if KF_TASK_SOFT_TIME_LIMIT_S >= KF_TASK_TIME_LIMIT_S:
+    raise ValueError("KF_TASK_SOFT_TIME_LIMIT_S must be below KF_TASK_TIME_LIMIT_S")
+if KF_VISIBILITY_TIMEOUT_S <= KF_TASK_TIME_LIMIT_S:
+    raise ValueError("KF_VISIBILITY_TIMEOUT_S must exceed KF_TASK_TIME_LIMIT_S")
+
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = REDIS_URL
+CELERY_RESULT_EXPIRES = 24 * 3600  # results live in our models; the backend is a convenience
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_REJECT_ON_WORKER_LOST = False  # a lost task comes back through the watchdog
+CELERY_TASK_TRACK_STARTED = True
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT = envfloat("KF_WORKER_SOFT_SHUTDOWN_S", 30.0)
+CELERY_TASK_TIME_LIMIT = KF_TASK_TIME_LIMIT_S
+CELERY_TASK_SOFT_TIME_LIMIT = KF_TASK_SOFT_TIME_LIMIT_S
+CELERY_VISIBILITY_TIMEOUT = KF_VISIBILITY_TIMEOUT_S
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": KF_VISIBILITY_TIMEOUT_S}
+CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {"visibility_timeout": KF_VISIBILITY_TIMEOUT_S}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_DEFAULT_QUEUE = "cpu"
+CELERY_TASK_ROUTES = {"workers.watchdog": {"queue": KF_CONTROL_QUEUE}}
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BEAT_SCHEDULE = {
+    "watchdog": {"task": "workers.watchdog", "schedule": KF_WATCHDOG_INTERVAL_S},
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": envstr("KF_LOG_LEVEL", "INFO")},
+    "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
+}

@@ -1,0 +1,18 @@
+"""Settings for pytest: the real PostgreSQL and Redis on this machine, kept apart from `up`.
+
+pytest-django turns the database name into test_kernelforge. Redis db 15 and its own channel
+prefix keep test traffic away from a running `up`. Each default can be overridden by the same
+environment variable, which is how the SQLite path is tested (DATABASE_URL=sqlite:///...).
+"""
+
+import os
+
+os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/kernelforge")
+os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
+os.environ.setdefault("KF_CHANNELS_PREFIX", "kf-test")
+os.environ.setdefault("KF_STANDIN_ITERATIONS", "4")
+os.environ.setdefault("KF_STANDIN_PAUSE_S", "0.05")
+
+from webapp.settings import *  # noqa: E402, F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed only

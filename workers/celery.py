@@ -1,0 +1,35 @@
+"""The Celery app. Settings come from Django's (namespace CELERY_, see webapp/settings.py).
+
+This process orchestrates only: it never initialises CUDA (R4.1). Candidates and anything
+that touches the GPU run in subprocesses the harness spawns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+
+from celery import Celery
+from celery.signals import worker_process_init
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+
+app = Celery("kernelforge")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks(["workers"])
+
+PR_SET_PDEATHSIG = 1
+
+
+@worker_process_init.connect
+def _die_with_the_worker(**_: object) -> None:
+    """A pool child killed with its parent stops too, instead of running on unseen.
+
+    Without this, SIGKILL on the worker leaves an orphan child that keeps heartbeating, so the
+    watchdog would never notice the task was lost.
+    """
+    # Outside Linux there is no prctl; orphans then behave as the OS decides.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)

@@ -1,0 +1,60 @@
+"""DjangoReporter: agents.reporting.Reporter written with webapp's services.
+
+Every call is one service call (row first, then the channel-layer poke). It also knows which
+claim of the task it reports for, so a run that lost its task cannot write over the new one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+from agents.reporting import IterationEvent
+from kernels.problem import Problem
+from webapp.jobs import services
+
+log = logging.getLogger(__name__)
+
+_STORED_FIELDS = {f.name for f in dataclasses.fields(services.IterationData)}
+
+
+class DjangoReporter:
+    def __init__(self, *, task_id: int, attempt: int) -> None:
+        self.task_id = task_id
+        self.attempt = attempt
+        self.outcome: tuple[str, str] | None = None  # ("finished", reason) or ("failed", error)
+        self.lost = False  # True once a write found the task owned by another attempt
+
+    def started(self, *, problem: Problem, budget: dict[str, Any]) -> None:
+        log.info(
+            "task %s attempt %s started %s with budget %s",
+            self.task_id,
+            self.attempt,
+            problem.key,
+            budget,
+        )
+
+    def iteration(self, event: IterationEvent) -> None:
+        data = {k: v for k, v in event.to_dict().items() if k in _STORED_FIELDS}
+        saved = services.iteration_record(
+            task_id=self.task_id, attempt=self.attempt, data=services.IterationData(**data)
+        )
+        if saved is None:
+            self.lost = True
+
+    def profile(self, *, index: int, profile: dict[str, Any]) -> None:
+        services.iteration_profile_record(task_id=self.task_id, index=index, profile=profile)
+
+    def finished(self, *, best: IterationEvent | None, stop_reason: str) -> None:
+        self.outcome = ("finished", stop_reason)
+        services.task_finish(task_id=self.task_id, attempt=self.attempt, stop_reason=stop_reason)
+
+    def failed(self, *, error: str) -> None:
+        self.outcome = ("failed", error)
+        services.task_fail(task_id=self.task_id, attempt=self.attempt, error=error)
+
+    def cancel_requested(self) -> bool:
+        if self.lost:
+            return True
+        return services.task_should_stop(task_id=self.task_id, attempt=self.attempt)

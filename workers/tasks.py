@@ -1,0 +1,60 @@
+"""Celery tasks: interfaces that take ids and call services (imported inside the body).
+
+run_task is idempotent: a duplicate or redelivered message finds the task already claimed or
+finished and does nothing, and a re-run after a lost worker resumes after the iterations
+already saved (their (task, index) is unique, so none is written twice).
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+
+from celery.exceptions import SoftTimeLimitExceeded
+
+from workers.celery import app
+
+log = logging.getLogger(__name__)
+
+
+@app.task(name="workers.run_task", bind=True, acks_late=True)
+def run_task(self, task_id: int) -> str:  # noqa: ANN001 (celery's bound task)
+    from django.conf import settings
+
+    from kernels.problem import Problem
+    from webapp.jobs import services
+    from workers.agent import run_agent
+    from workers.heartbeat import Heartbeat
+    from workers.reporting import DjangoReporter
+
+    claim = services.task_claim(task_id=task_id, worker=self.request.hostname or "worker")
+    if claim is None:
+        log.info("task %s is not queued (duplicate delivery or finished); skipping", task_id)
+        return "skipped"
+    reporter = DjangoReporter(task_id=claim.task_id, attempt=claim.attempt)
+    with Heartbeat(task_id=claim.task_id, attempt=claim.attempt, every_s=settings.KF_HEARTBEAT_S):
+        try:
+            run_agent(Problem.from_dict(claim.problem), reporter, resume_from=claim.resume_from)
+        except SoftTimeLimitExceeded:
+            reporter.failed(error="time limit reached")
+            return "failed"
+        except Exception:
+            reporter.failed(error=traceback.format_exc(limit=20))
+            raise
+    if reporter.outcome is None:
+        # The agent returned without saying how it ended; close the task rather than leave it running.
+        reporter.failed(error="the agent returned without reporting finished or failed")
+        return "failed"
+    return reporter.outcome[0]
+
+
+@app.task(name="workers.watchdog")
+def watchdog() -> list[int]:
+    """Beat task: re-queue RUNNING tasks whose heartbeat stopped (RELIABILITY.md R4.7)."""
+    from django.conf import settings
+
+    from webapp.jobs import services
+
+    return services.tasks_requeue_stale(
+        stale_after_s=settings.KF_HEARTBEAT_STALE_S, max_attempts=settings.KF_TASK_MAX_ATTEMPTS
+    )

@@ -1,0 +1,102 @@
+"""Helpers for tests that run real worker processes against the test database and broker."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urlparse, urlunparse
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def live_database_url() -> str:
+    """DATABASE_URL pointing at the database pytest-django created (for worker subprocesses)."""
+    from django.conf import settings
+
+    name = settings.DATABASES["default"]["NAME"]
+    parsed = urlparse(os.environ["DATABASE_URL"])
+    return urlunparse(parsed._replace(path=f"/{name}"))
+
+
+class WorkerProcess:
+    """A real `celery -A workers worker` on the test broker and the test database."""
+
+    def __init__(self, *, queues: str, extra_env: dict[str, str] | None = None, beat: bool = False,
+                 log_path: Path) -> None:  # fmt: skip
+        env = dict(os.environ)
+        env.update(
+            DJANGO_SETTINGS_MODULE="webapp.settings_test",
+            DATABASE_URL=live_database_url(),
+            TRITON_INTERPRET="1",
+            CUDA_VISIBLE_DEVICES="",
+            PYTHONUNBUFFERED="1",
+        )
+        env.update(extra_env or {})
+        argv = [sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", queues, "-c", "1",
+                "--loglevel", "INFO", "-n", f"test-{os.getpid()}-{time.monotonic_ns()}@%h",
+                "--without-gossip", "--without-mingle"]  # fmt: skip
+        if beat:
+            argv += ["--beat", "--schedule", str(log_path.with_suffix(".beat"))]
+        self.log_path = log_path
+        self._log = log_path.open("ab")
+        self.process = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def wait_ready(self, timeout_s: float = 60) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"worker exited early:\n{self.log()}")
+            if " ready." in self.log():
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"worker not ready in {timeout_s}s:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def pool_children(self) -> list[int]:
+        out = subprocess.run(
+            ["ps", "-o", "pid=", "--ppid", str(self.process.pid)], capture_output=True, text=True
+        )
+        return [int(p) for p in out.stdout.split()]
+
+    def kill(self) -> None:
+        """SIGKILL the worker's main process only, as an OOM killer or a crash would."""
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self._log.close()
+
+
+def wait_until(
+    predicate: Callable[[], bool], *, timeout_s: float, what: str, every_s: float = 0.2
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(every_s)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")

@@ -1,0 +1,72 @@
+"""DjangoReporter and run_task in-process, on the real database (no eager mode, no mocks)."""
+
+import pytest
+
+from agents.reporting import AttemptVerdict
+from webapp.jobs import services
+from webapp.jobs.models import Iteration, Job, Task
+from workers.reporting import DjangoReporter
+from workers.tasks import run_task, watchdog
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_keeps_the_stored_verdicts_in_step_with_the_agents_enum():
+    assert {v.value for v in AttemptVerdict} == set(Iteration.Verdict.values)
+
+
+def test_it_keeps_the_stored_iteration_fields_in_step_with_the_event():
+    from dataclasses import fields
+
+    from agents.reporting import IterationEvent
+
+    stored = {f.name for f in fields(services.IterationData)}
+    assert stored <= {f.name for f in fields(IterationEvent)}
+
+
+@pytest.fixture
+def job(alice, team, problems):
+    return services.job_create_from_shapes(user=alice, team=team, title="t", problems=problems, queue="nobody")
+
+
+def test_it_runs_a_task_through_the_stand_in_and_closes_it(job, settings):
+    settings.KF_STANDIN_ITERATIONS = 3
+    settings.KF_STANDIN_PAUSE_S = 0
+    t1, t2 = job.tasks.all()
+    assert run_task.run(t1.id) == "finished"
+    assert run_task.run(t1.id) == "skipped", "a duplicate delivery does nothing"
+    assert run_task.run(t2.id) == "finished"
+    job.refresh_from_db()
+    assert job.status == Job.Status.DONE
+    assert list(job.iterations.values_list("seq", flat=True)) == [1, 2, 3, 4, 5, 6]
+    assert Iteration.objects.filter(task=t1).count() == 3
+
+
+def test_it_stops_a_running_task_when_the_job_is_cancelled(job, alice):
+    task = job.tasks.first()
+    claim = services.task_claim(task_id=task.id, worker="w")
+    reporter = DjangoReporter(task_id=task.id, attempt=claim.attempt)
+    assert not reporter.cancel_requested()
+    services.job_cancel(job=job, user=alice)
+    assert reporter.cancel_requested()
+    reporter.finished(best=None, stop_reason="cancelled")
+    assert Task.objects.get(id=task.id).status == Task.Status.CANCELLED
+    assert Job.objects.get(id=job.id).status == Job.Status.CANCELLED
+
+
+def test_it_marks_the_task_failed_when_the_agent_raises(job, settings, monkeypatch):
+    import workers.agent
+
+    def broken(problem, reporter, *, resume_from):
+        raise RuntimeError("planner exploded")
+
+    monkeypatch.setattr(workers.agent, "run_agent", broken)
+    task = job.tasks.first()
+    with pytest.raises(RuntimeError):
+        run_task.run(task.id)
+    task.refresh_from_db()
+    assert task.status == Task.Status.FAILED and "planner exploded" in task.error
+
+
+def test_it_runs_the_watchdog_as_a_task(job):
+    assert watchdog.run() == []
