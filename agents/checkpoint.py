@@ -30,6 +30,8 @@ def open_checkpointer(url: str | None) -> Iterator[BaseCheckpointSaver]:
 
     path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url
     if url.startswith("sqlite://") and not url.startswith("sqlite:///"):
-        raise ValueError(f"checkpoint URL {url!r}: write sqlite:///relative/path or sqlite:////abs/path")
+        raise ValueError(
+            f"checkpoint URL {url!r}: write sqlite:///relative/path or sqlite:////abs/path"
+        )
     with SqliteSaver.from_conn_string(path) as saver:
         yield saver

@@ -28,7 +28,12 @@ class CliReporter:
         self.best: float | None = None
         self.attempts = 0
         self.bar = (
-            tqdm(total=round(wall_s) if wall_s else None, unit="s", file=sys.stderr, dynamic_ncols=True)
+            tqdm(
+                total=round(wall_s) if wall_s else None,
+                unit="s",
+                file=sys.stderr,
+                dynamic_ncols=True,
+            )
             if progress
             else None
         )
@@ -55,7 +60,9 @@ class CliReporter:
     def finished(self, *, best: IterationEvent | None, stop_reason: str) -> None:
         if self.bar is not None:
             self.bar.close()
-        self._write("finished", {"stop_reason": stop_reason, "best": best.to_dict() if best else None})
+        self._write(
+            "finished", {"stop_reason": stop_reason, "best": best.to_dict() if best else None}
+        )
 
     def failed(self, *, error: str) -> None:
         if self.bar is not None:
@@ -71,10 +78,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     opt = sub.add_parser("optimize", help="optimize one op at one shape and dtype")
     opt.add_argument("--op", required=True)
-    opt.add_argument("--shape", required=True, help="sizes in the op's dims order, e.g. 4096x4096x4096")
+    opt.add_argument(
+        "--shape", required=True, help="sizes in the op's dims order, e.g. 4096x4096x4096"
+    )
     opt.add_argument("--dtype", default="bf16")
-    opt.add_argument("--layout", default=None, help="op variant, e.g. NN for matmul (default: the op's first)")
-    opt.add_argument("--budget", default="10m", help="wall time cap, e.g. 10m, 90s (across resumes)")
+    opt.add_argument(
+        "--layout", default=None, help="op variant, e.g. NN for matmul (default: the op's first)"
+    )
+    opt.add_argument(
+        "--budget", default="10m", help="wall time cap, e.g. 10m, 90s (across resumes)"
+    )
     opt.add_argument("--gpu-budget", default=None, help="harness time cap, e.g. 8m")
     opt.add_argument("--max-attempts", type=int, default=None)
     opt.add_argument("--max-tokens", type=int, default=None, help="LLM token cap")
@@ -83,17 +96,30 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--coder", choices=[p.value for p in Provider], default="offline")
     opt.add_argument("--model", default=LLMSettings.model, help="any litellm provider string")
     opt.add_argument("--api-base", default=None)
-    opt.add_argument("--api-key-env", default=None, help="variable holding the key (default: provider's)")
+    opt.add_argument(
+        "--api-key-env", default=None, help="variable holding the key (default: provider's)"
+    )
     opt.add_argument("--llm-timeout", type=float, default=LLMSettings.timeout_s)
     opt.add_argument("--baseline", default="torch", help="harness baseline the speedup is against")
-    opt.add_argument("--plateau", type=int, default=12, help="stop after N attempts in a row not kept (0: never)")
+    opt.add_argument(
+        "--plateau", type=int, default=12, help="stop after N attempts in a row not kept (0: never)"
+    )
     opt.add_argument("--target-speedup", type=float, default=None)
     opt.add_argument("--roof-pct", type=float, default=None)
     opt.add_argument("--batch-size", type=int, default=4)
     opt.add_argument("--seed", type=int, default=0)
     opt.add_argument("--no-profile", action="store_true", help="skip Nsight Compute profiling")
-    opt.add_argument("--full", action="store_true", help="the harness's full protocol, not quick mode")
-    opt.add_argument("--checkpoint", default="sqlite:///var/agents-checkpoints.sqlite3", help="DB URL or '' for none")
+    opt.add_argument(
+        "--full", action="store_true", help="the harness's full protocol, not quick mode"
+    )
+    opt.add_argument("--no-verify", action="store_true", help="skip the final full-protocol run")
+    opt.add_argument("--max-profiles", type=int, default=None, help="profile at most N candidates")
+    opt.add_argument("--verify-reserve", type=float, default=0.15, help="share of caps kept for it")
+    opt.add_argument(
+        "--checkpoint",
+        default="sqlite:///var/agents-checkpoints.sqlite3",
+        help="DB URL or '' for none",
+    )
     opt.add_argument("--thread-id", default=None, help="resume this run if it has checkpoints")
     opt.add_argument("--out-dir", default=None, help="write best.py and result.json here")
     opt.add_argument("--no-progress", action="store_true")
@@ -127,7 +153,10 @@ def config_from_args(args: argparse.Namespace, environ: dict[str, str]) -> Optim
         roof_pct=args.roof_pct,
         batch_size=args.batch_size,
         profile=not args.no_profile,
+        max_profiles=args.max_profiles,
         quick=not args.full,
+        final_verify=not args.no_verify,
+        verify_reserve=args.verify_reserve,
     )
 
 
@@ -149,7 +178,13 @@ def main(argv: list[str] | None = None, *, environ: dict[str, str] | None = None
         Path(args.checkpoint.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     reporter = CliReporter(sys.stdout, wall_s=config.budget.wall_s, progress=not args.no_progress)
     try:
-        result = optimize(problem, config, reporter, thread_id=args.thread_id, checkpointer_url=args.checkpoint or None)
+        result = optimize(
+            problem,
+            config,
+            reporter,
+            thread_id=args.thread_id,
+            checkpointer_url=args.checkpoint or None,
+        )
     except Exception as exc:
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

@@ -66,15 +66,22 @@ class OptimizeConfig:
     batch_size: int = 4  # candidates per planner step (compiled ahead while one is timed)
     min_gain: float = 0.01  # a keep needs more than max(noise, min_gain) relative gain
     profile: bool = True  # profile the baseline once and every kept candidate
+    max_profiles: int | None = None  # at most this many profiles (ncu costs seconds each)
     quick: bool = True  # the harness's quick mode for the inner loop
     eval_timeout_s: float = 300.0  # per candidate, shortened near the wall-time cap
+    # Re-evaluate the best once at the end with the full protocol and every baseline (the
+    # publishable number); this share of the wall and GPU caps is kept back for it.
+    final_verify: bool = True
+    verify_reserve: float = 0.15
     # Dependency injection: None means the real harness. Tests pass a fake for speed.
     evaluator: Evaluator | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         caps = self.budget.to_dict().values()
         if all(cap is None for cap in caps):
-            raise ValueError("set at least one budget cap (wall time, GPU s, tokens, cost, attempts)")
+            raise ValueError(
+                "set at least one budget cap (wall time, GPU s, tokens, cost, attempts)"
+            )
         if self.batch_size < 1:
             raise ValueError("batch_size must be at least 1")
 

@@ -17,7 +17,11 @@ if TYPE_CHECKING:
 
 
 class Evaluator(Protocol):
-    def evaluate(self, candidate: Candidate, problem: Problem, *, timeout_s: float) -> Evaluation: ...
+    def evaluate(
+        self, candidate: Candidate, problem: Problem, *, timeout_s: float, full: bool = False
+    ) -> Evaluation:
+        """full=True: the harness's publishable protocol and every baseline that applies."""
+        ...
 
     def profile(self, candidate: Candidate, problem: Problem, *, timeout_s: float) -> Profile: ...
 
@@ -40,7 +44,11 @@ class HarnessEvaluator:
         self._eval_config = EvalConfig
         self._limits = Limits
 
-    def _settings(self, timeout_s: float) -> Any:
+    def _settings(self, timeout_s: float, *, full: bool = False) -> Any:
+        if full:  # None: every baseline that applies on this device (harness/baselines.py)
+            return self._eval_config(
+                quick=False, baselines=None, limits=self._limits(wall_s=timeout_s)
+            )
         baselines = tuple(dict.fromkeys(("torch", self._config.baseline)))
         return self._eval_config(
             quick=self._config.quick,
@@ -48,8 +56,11 @@ class HarnessEvaluator:
             limits=self._limits(wall_s=timeout_s),
         )
 
-    def evaluate(self, candidate: Candidate, problem: Problem, *, timeout_s: float) -> Evaluation:
-        return self._harness.evaluate(candidate, problem, config=self._settings(timeout_s))
+    def evaluate(
+        self, candidate: Candidate, problem: Problem, *, timeout_s: float, full: bool = False
+    ) -> Evaluation:
+        settings = self._settings(timeout_s, full=full)
+        return self._harness.evaluate(candidate, problem, config=settings)
 
     def profile(self, candidate: Candidate, problem: Problem, *, timeout_s: float) -> Profile:
         return self._harness.profile(candidate, problem, config=self._settings(timeout_s))

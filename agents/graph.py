@@ -1,5 +1,6 @@
 """The optimization graph, wiring only: baseline -> judge, then planner -> coder -> judge
-(one candidate per step) -> profiler (kept ones) -> planner, until a cap or stop condition.
+(one candidate per step) -> profiler (kept ones) -> planner, until a cap or stop condition sends it to verify (the
+best re-evaluated with the full protocol) and the end.
 
 Each node returns a Command naming its successor, so the routing lives next to the decision
 (stopping.py holds the caps) and the edges below are the only possible paths.
@@ -17,6 +18,7 @@ from agents.nodes.coder import coder
 from agents.nodes.judge import judge
 from agents.nodes.planner import planner
 from agents.nodes.profiler import profiler
+from agents.nodes.verify import verify
 from agents.state import OptimizeState
 
 
@@ -27,5 +29,6 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStat
     builder.add_node("coder", coder)
     builder.add_node("judge", judge)
     builder.add_node("profiler", profiler)
+    builder.add_node("verify", verify)
     builder.add_edge(START, "baseline")
     return builder.compile(checkpointer=checkpointer, name="kernelforge-optimizer")

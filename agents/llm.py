@@ -108,7 +108,9 @@ class LLMClient:
         )
         if not env.get("keys_in_environment", False):
             missing = ", ".join(env.get("missing_keys") or ["an API key"])
-            raise LLMError(LLMErrorKind.MISSING_KEY, f"model {model!r} needs {missing} (or --api-key)")
+            raise LLMError(
+                LLMErrorKind.MISSING_KEY, f"model {model!r} needs {missing} (or --api-key)"
+            )
         if self.settings.input_cost_per_token is not None:
             litellm.register_model(
                 {
@@ -158,18 +160,25 @@ class LLMClient:
                     self._sleep(self.settings.backoff_s * (2**attempt))
                 continue
             except litellm.AuthenticationError as exc:
-                raise LLMError(LLMErrorKind.MISSING_KEY, f"the provider refused the key: {_first_line(exc)}") from None
+                raise LLMError(
+                    LLMErrorKind.MISSING_KEY, f"the provider refused the key: {_first_line(exc)}"
+                ) from None
             except (litellm.NotFoundError, litellm.BadRequestError) as exc:
                 raise LLMError(LLMErrorKind.PROVIDER, _first_line(exc)) from None
             return self._account(response, started, retries=attempt)
         self.spent.calls.append(
-            CallRecord(self.settings.model, 0, 0, 0.0, time.monotonic() - started, attempts - 1, str(last))
+            CallRecord(
+                self.settings.model, 0, 0, 0.0, time.monotonic() - started, attempts - 1, str(last)
+            )
         )
         if isinstance(last, litellm.RateLimitError):
-            raise LLMError(LLMErrorKind.RATE_LIMIT, f"rate limited {attempts} times: {_first_line(last)}")
+            raise LLMError(
+                LLMErrorKind.RATE_LIMIT, f"rate limited {attempts} times: {_first_line(last)}"
+            )
         if isinstance(last, litellm.Timeout):
             raise LLMError(
-                LLMErrorKind.TIMEOUT, f"no reply within {self.settings.timeout_s:g} s, {attempts} times"
+                LLMErrorKind.TIMEOUT,
+                f"no reply within {self.settings.timeout_s:g} s, {attempts} times",
             )
         raise LLMError(LLMErrorKind.PROVIDER, f"{attempts} attempts failed: {_first_line(last)}")
 
@@ -192,13 +201,22 @@ class LLMClient:
                 error = str(exc)
                 conversation += [
                     {"role": "assistant", "content": text},
-                    {"role": "user", "content": f"That reply was rejected: {error}\nReply again, fixed."},
+                    {
+                        "role": "user",
+                        "content": f"That reply was rejected: {error}\nReply again, fixed.",
+                    },
                 ]
         raise LLMError(LLMErrorKind.MALFORMED, f"{retries + 1} replies rejected; last: {error}")
 
     def _check_budget(self, messages: list[dict[str, str]]) -> None:
-        if self.max_tokens is not None and self.spent.tokens + _estimate_tokens(messages) >= self.max_tokens:
-            raise LLMError(LLMErrorKind.BUDGET, f"token cap {self.max_tokens} reached ({self.spent.tokens} spent)")
+        if (
+            self.max_tokens is not None
+            and self.spent.tokens + _estimate_tokens(messages) >= self.max_tokens
+        ):
+            raise LLMError(
+                LLMErrorKind.BUDGET,
+                f"token cap {self.max_tokens} reached ({self.spent.tokens} spent)",
+            )
         if self.max_cost_usd is not None and self.spent.cost_usd >= self.max_cost_usd:
             raise LLMError(LLMErrorKind.BUDGET, f"cost cap ${self.max_cost_usd:g} reached")
 
@@ -221,7 +239,9 @@ class LLMClient:
         self.spent.tokens += prompt + completion
         self.spent.cost_usd += cost
         self.spent.calls.append(
-            CallRecord(self.settings.model, prompt, completion, cost, time.monotonic() - started, retries)
+            CallRecord(
+                self.settings.model, prompt, completion, cost, time.monotonic() - started, retries
+            )
         )
         choices = getattr(response, "choices", None) or []
         text = choices[0].message.content if choices else None

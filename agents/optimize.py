@@ -32,6 +32,8 @@ class OptimizeResult:
     llm_tokens: int
     llm_cost_usd: float
     resumed: bool  # this call continued a thread that had checkpoints
+    verified: bool | None = None  # the best passed the full-protocol re-evaluation (None: not run)
+    final_speedups: dict[str, float] = field(default_factory=dict)  # from that re-evaluation
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -58,6 +60,8 @@ class OptimizeResult:
             "llm_tokens": self.llm_tokens,
             "llm_cost_usd": self.llm_cost_usd,
             "resumed": self.resumed,
+            "verified": self.verified,
+            "final_speedups": self.final_speedups,
             "notes": self.notes,
         }
 
@@ -80,7 +84,10 @@ def optimize(
     op.validate(problem)
     thread_id = thread_id or f"local-{uuid.uuid4().hex[:12]}"
     evaluator: Evaluator = config.evaluator or HarnessEvaluator(config)
-    run_config: dict[str, Any] = {"configurable": {"thread_id": thread_id}, "recursion_limit": RECURSION_LIMIT}
+    run_config: dict[str, Any] = {
+        "configurable": {"thread_id": thread_id},
+        "recursion_limit": RECURSION_LIMIT,
+    }
     try:
         with open_checkpointer(checkpointer_url) as saver:
             graph = build_graph(saver)
@@ -88,7 +95,9 @@ def optimize(
             values: OptimizeState = snapshot.values or {}  # type: ignore[assignment]
             resumed = bool(values)
             if resumed and values.get("problem") != problem.to_dict():
-                raise ValueError(f"thread {thread_id!r} holds a different problem: {values.get('problem')}")
+                raise ValueError(
+                    f"thread {thread_id!r} holds a different problem: {values.get('problem')}"
+                )
             ctx = RunContext(
                 config=config,
                 problem=problem,
@@ -103,7 +112,10 @@ def optimize(
                 reporter.started(problem=problem, budget=config.budget.to_dict())
             if not resumed or snapshot.next:
                 graph.invoke(
-                    None if resumed else _initial(problem), run_config, context=ctx, durability="sync"
+                    None if resumed else _initial(problem),
+                    run_config,
+                    context=ctx,
+                    durability="sync",
                 )
             final: OptimizeState = graph.get_state(run_config).values  # type: ignore[assignment]
     except BaseException as exc:
@@ -138,6 +150,7 @@ def _initial(problem: Problem) -> OptimizeState:
         planner_steps=0,
         eval_seconds=[],
         stop_reason=None,
+        final=None,
         notes=[],
     )
 
@@ -159,6 +172,7 @@ def _llm_client(config: OptimizeConfig, values: OptimizeState) -> Any:
 def _result(state: OptimizeState, thread_id: str, resumed: bool) -> OptimizeResult:
     history = list(state.get("history", []))
     best = state.get("best")
+    final = state.get("final") or {}
     best_event = None
     if best is not None:
         record = next(r for r in history if r["index"] == best["index"])
@@ -172,13 +186,16 @@ def _result(state: OptimizeState, thread_id: str, resumed: bool) -> OptimizeResu
             reason=record["reason"],
             family=best["family"],
             params=best["params"],
+            evaluation=final.get("evaluation"),  # the full-protocol run, when there was one
             speedup=best["speedup"],
             best_speedup=best["speedup"],
             gpu_s=record["gpu_s"],
         )
     not_run = {AttemptVerdict.ERROR.value}
     evaluated = sum(
-        1 for r in history if r["verdict"] not in not_run and not r["reason"].startswith("same source as")
+        1
+        for r in history
+        if r["verdict"] not in not_run and not r["reason"].startswith("same source as")
     )
     return OptimizeResult(
         thread_id=thread_id,
@@ -192,5 +209,8 @@ def _result(state: OptimizeState, thread_id: str, resumed: bool) -> OptimizeResu
         llm_tokens=int(state.get("llm_tokens", 0)),
         llm_cost_usd=float(state.get("llm_cost_usd", 0.0)),
         resumed=resumed,
-        notes=list(state.get("notes", [])),
+        verified=final.get("verified") if final else None,
+        final_speedups=dict(final.get("speedups") or {}),
+        notes=list(state.get("notes", []))
+        + ([f"final verification: {final['error']}"] if final.get("error") else []),
     )

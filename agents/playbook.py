@@ -91,8 +91,12 @@ def diagnose(profile: Mapping[str, Any] | None, evaluation: Mapping[str, Any] | 
     if profile and profile.get("bottleneck") not in (None, "", Bottleneck.UNKNOWN.value):
         bottleneck = Bottleneck(profile["bottleneck"])
         metrics = profile.get("metrics") or {}
-        shown = ", ".join(f"{k}={v:.3g}" for k, v in list(metrics.items())[:4] if isinstance(v, int | float))
-        return Diagnosis(bottleneck, f"profiler says {bottleneck.value}-bound ({shown})", ADVICE[bottleneck])
+        shown = ", ".join(
+            f"{k}={v:.3g}" for k, v in list(metrics.items())[:4] if isinstance(v, int | float)
+        )
+        return Diagnosis(
+            bottleneck, f"profiler says {bottleneck.value}-bound ({shown})", ADVICE[bottleneck]
+        )
     return _from_roofline(evaluation or {})
 
 
@@ -103,7 +107,9 @@ def _from_roofline(evaluation: Mapping[str, Any]) -> Diagnosis:
     compute = 100.0 * tflops / peak_t if tflops and peak_t else None
     memory = 100.0 * gbps / peak_g if gbps and peak_g else None
     if compute is None and memory is None:
-        return Diagnosis(Bottleneck.UNKNOWN, "no profile and no roofline numbers", ADVICE[Bottleneck.UNKNOWN])
+        return Diagnosis(
+            Bottleneck.UNKNOWN, "no profile and no roofline numbers", ADVICE[Bottleneck.UNKNOWN]
+        )
     c, m = compute or 0.0, memory or 0.0
     evidence = f"{c:.0f}% of the compute roof, {m:.0f}% of the memory roof"
     if max(c, m) < 40.0:

@@ -98,7 +98,9 @@ class SurrogateSearch:
         """Every point of small spaces; otherwise the anchor's neighbourhood plus a sample."""
         choices = [list(self.space.choices[n]) for n in self.names]
         if self.space.size() <= ENUMERATE_UP_TO:
-            return [dict(zip(self.names, combo, strict=True)) for combo in itertools.product(*choices)]
+            return [
+                dict(zip(self.names, combo, strict=True)) for combo in itertools.product(*choices)
+            ]
         points = [
             {n: self.rng.choice(values) for n, values in zip(self.names, choices, strict=True)}
             for _ in range(SAMPLES)
@@ -116,7 +118,9 @@ class SurrogateSearch:
             if anchor.get(name) not in values:
                 continue
             i = values.index(anchor[name])
-            steps.append([(name, values[j]) for j in (i - 2, i - 1, i + 1, i + 2) if 0 <= j < len(values)])
+            steps.append(
+                [(name, values[j]) for j in (i - 2, i - 1, i + 1, i + 2) if 0 <= j < len(values)]
+            )
         points = []
         for a, b in itertools.combinations(range(len(steps)), 2):
             for (na, va), (nb, vb) in itertools.product(steps[a], steps[b]):

@@ -11,10 +11,31 @@ import ast
 import re
 
 ALLOWED_IMPORTS = frozenset(
-    {"__future__", "torch", "triton", "math", "functools", "typing", "dataclasses", "itertools", "enum"}
+    {
+        "__future__",
+        "torch",
+        "triton",
+        "math",
+        "functools",
+        "typing",
+        "dataclasses",
+        "itertools",
+        "enum",
+    }
 )
 FORBIDDEN_CALLS = frozenset(
-    {"eval", "exec", "compile", "open", "__import__", "globals", "locals", "vars", "breakpoint", "input"}
+    {
+        "eval",
+        "exec",
+        "compile",
+        "open",
+        "__import__",
+        "globals",
+        "locals",
+        "vars",
+        "breakpoint",
+        "input",
+    }
 )
 _FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.S)
 
@@ -40,7 +61,9 @@ def check_source(source: str) -> None:
         raise ValueError("the module defines no top-level run(*inputs, out)")
     names = {a.arg for a in runs[0].args.args + runs[0].args.kwonlyargs}
     if "out" not in names:
-        raise ValueError("run must take the output buffer as `out` and fill it (destination passing)")
+        raise ValueError(
+            "run must take the output buffer as `out` and fill it (destination passing)"
+        )
     for node in ast.walk(tree):
         roots: list[str] = []
         if isinstance(node, ast.Import):
@@ -50,8 +73,20 @@ def check_source(source: str) -> None:
         bad = [r for r in roots if r not in ALLOWED_IMPORTS]
         if bad:
             allowed = ", ".join(sorted(ALLOWED_IMPORTS - {"__future__"}))
-            raise ValueError(f"line {node.lineno}: import of {bad[0]!r} is not allowed (allowed: {allowed})")
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
+            raise ValueError(
+                f"line {node.lineno}: import of {bad[0]!r} is not allowed (allowed: {allowed})"
+            )
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in FORBIDDEN_CALLS
+        ):
             raise ValueError(f"line {node.lineno}: calling {node.func.id}() is not allowed")
-        if isinstance(node, ast.Attribute) and node.attr.startswith("__") and node.attr not in ("__init__",):
-            raise ValueError(f"line {node.lineno}: dunder attribute access ({node.attr}) is not allowed")
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("__")
+            and node.attr not in ("__init__",)
+        ):
+            raise ValueError(
+                f"line {node.lineno}: dunder attribute access ({node.attr}) is not allowed"
+            )

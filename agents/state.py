@@ -22,7 +22,7 @@ class StopReason(enum.StrEnum):
     TARGET = "target"  # the best reached the requested speedup
     CANCELLED = "cancelled"  # reporter.cancel_requested()
     EXHAUSTED = "exhausted"  # the planner has nothing left to try
-    NO_BASELINE = "no_baseline"  # the starting candidate failed and nothing else could be tried
+    HARNESS_ERRORS = "harness_errors"  # the harness itself failed several times in a row
 
 
 class Record(TypedDict):
@@ -99,4 +99,5 @@ class OptimizeState(TypedDict, total=False):
     planner_steps: int
     eval_seconds: list[float]  # recent harness durations, to avoid starting one past the cap
     stop_reason: str | None
+    final: dict[str, Any] | None  # the best's full-protocol re-evaluation (verify node)
     notes: list[str]  # provider failures and fallbacks, for the final report

@@ -11,6 +11,9 @@ import statistics
 from agents.context import RunContext
 from agents.state import OptimizeState, StopReason
 
+# A worker whose harness keeps failing (not the candidates) stops instead of burning the budget.
+HARNESS_ERRORS_IN_ROW = 3
+
 
 def stop_reason(state: OptimizeState, ctx: RunContext, *, needs_gpu: bool) -> StopReason | None:
     config, budget = ctx.config, ctx.config.budget
@@ -23,6 +26,9 @@ def stop_reason(state: OptimizeState, ctx: RunContext, *, needs_gpu: bool) -> St
         roof = best.get("pct_of_roof")
         if config.roof_pct is not None and roof is not None and roof >= config.roof_pct:
             return StopReason.ROOF
+    recent = [r["verdict"] for r in state.get("history", [])[-HARNESS_ERRORS_IN_ROW:]]
+    if len(recent) == HARNESS_ERRORS_IN_ROW and all(v == "error" for v in recent):
+        return StopReason.HARNESS_ERRORS
     if config.plateau is not None and state.get("not_kept_in_row", 0) >= config.plateau:
         return StopReason.PLATEAU
     if budget.max_attempts is not None and state.get("next_index", 0) >= budget.max_attempts:
@@ -32,9 +38,10 @@ def stop_reason(state: OptimizeState, ctx: RunContext, *, needs_gpu: bool) -> St
     if budget.llm_cost_usd is not None and state.get("llm_cost_usd", 0.0) >= budget.llm_cost_usd:
         return StopReason.LLM_COST
     step = typical_eval_s(state) if needs_gpu else 0.0
-    if budget.wall_s is not None and ctx.elapsed() + step >= budget.wall_s:
+    keep = 1.0 - config.verify_reserve if config.final_verify else 1.0
+    if budget.wall_s is not None and ctx.elapsed() + step >= budget.wall_s * keep:
         return StopReason.WALL_TIME
-    if budget.gpu_s is not None and state.get("gpu_s", 0.0) + step >= budget.gpu_s:
+    if budget.gpu_s is not None and state.get("gpu_s", 0.0) + step >= budget.gpu_s * keep:
         return StopReason.GPU_TIME
     return None
 

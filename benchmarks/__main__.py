@@ -65,8 +65,9 @@ def print_table(outcomes, regimes, baselines) -> dict:
                     per_col[f"{b}/{r}"].append(x)
                 cells.append(f"{x:16.3f}" if x else f"{'-':>16}")
         tf = f"{o.tflops:8.1f}" if o.tflops else f"{'':>8}"
+        host = "/".join(f"{o.host_overhead_us.get(k, 0):.0f}" for k in ("candidate", "torch"))
         print(f"{o.name:28} {o.family:24} {cand['median_us']:9.1f} {tf} {o.gbps:7.0f} "
-              f"{o.pct_of_roof:6.1f} " + " ".join(cells) + ("  ok" if not o.gate else "  FAIL"))
+              f"{o.pct_of_roof:6.1f} " + " ".join(cells) + ("  ok" if not o.gate else "  FAIL") + f"  host {host}")
     means = {c: geomean(v) for c, v in per_col.items()}
     print(f"{'geomean speedup (synced)':62} " + " ".join(
         f"{means[c]:16.3f}" if means[c] else f"{'-':>16}" for c in cols))
@@ -116,9 +117,16 @@ def main(argv: list[str] | None = None) -> int:
     roofs = {"copy_gbps": copy_bandwidth_gbps(timer), "peak_tflops": matmul_peak_tflops(timer)}
     print(f"# roofs: copy {roofs['copy_gbps']:.0f} GB/s, bf16 matmul {roofs['peak_tflops']:.0f} TFLOP/s",
           flush=True)
-    outcomes = [bench.safe_bench(e, timer, baselines, regimes, roofs, fixed=tuned.get(e.name))
-                for e in entries]
+    outcomes = []
+    for e in entries:
+        outcomes.append(bench.safe_bench(e, timer, baselines, regimes, roofs, fixed=tuned.get(e.name)))
+        write_report(args, argv, roofs, {}, outcomes)  # partial results survive a time-out
     means = print_table(outcomes, regimes, baselines)
+    write_report(args, argv, roofs, means, outcomes)
+    return 0
+
+
+def write_report(args, argv, roofs, means, outcomes) -> None:
     report = {
         "date": "2026-11-21",
         "generated_at": datetime.datetime.now(datetime.UTC).isoformat(),
@@ -134,8 +142,6 @@ def main(argv: list[str] | None = None) -> int:
         os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
         with open(args.out, "w") as f:
             json.dump(report, f, indent=1, default=str)
-        print(f"# wrote {args.out}")
-    return 0
 
 
 if __name__ == "__main__":

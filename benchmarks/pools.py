@@ -20,11 +20,15 @@ _TMA_TILES = [
     dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, NUM_WARPS=4, NUM_STAGES=5, EPILOGUE_SUBTILE=False),
 ]
 
-_SPLITK_SMALL_M = [
-    dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=256, NUM_WARPS=4, NUM_STAGES=4),
-    dict(BLOCK_M=16, BLOCK_N=128, BLOCK_K=128, NUM_WARPS=4, NUM_STAGES=5),
-    dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=128, NUM_WARPS=4, NUM_STAGES=6),
+_SPLITK_SMALL_M = [  # decode: stream the weight with as many bytes in flight as fit
     dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=256, NUM_WARPS=2, NUM_STAGES=4),
+    dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=256, NUM_WARPS=4, NUM_STAGES=5),
+    dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=512, NUM_WARPS=4, NUM_STAGES=3),
+    dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=256, NUM_WARPS=4, NUM_STAGES=4),
+    dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=512, NUM_WARPS=4, NUM_STAGES=3),
+    dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=128, NUM_WARPS=4, NUM_STAGES=6),
+    dict(BLOCK_M=16, BLOCK_N=128, BLOCK_K=128, NUM_WARPS=4, NUM_STAGES=5),
+    dict(BLOCK_M=16, BLOCK_N=128, BLOCK_K=256, NUM_WARPS=8, NUM_STAGES=4),
 ]
 
 _SPLITK_DEEP = [
@@ -40,12 +44,13 @@ def matmul_pool(problem: Problem) -> list[tuple[str, dict]]:
     pool: list[tuple[str, dict]] = []
     if m <= 64:
         for tile in _SPLITK_SMALL_M:
-            for split in (1, 2, 4, 8):
+            for split in (1, 2, 4):
                 pool.append(("matmul_splitk", dict(tile, SPLIT_K=split, GROUP=1)))
         return pool
     if m * n <= 256 * 256:  # tiny: a handful of programs, latency matters most
         for bm, bn, bk, w, s in [(64, 64, 64, 4, 2), (64, 32, 128, 4, 2), (32, 64, 64, 4, 3),
-                                 (128, 128, 64, 8, 2), (64, 64, 128, 4, 1)]:
+                                 (128, 128, 64, 8, 2), (64, 64, 128, 4, 1), (32, 32, 128, 4, 2),
+                                 (128, 128, 128, 8, 1)]:
             pool.append(("matmul_tiled", dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, NUM_WARPS=w,
                                              NUM_STAGES=s, GROUP=1)))
             pool.append(("matmul_splitk", dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, NUM_WARPS=w,
@@ -53,8 +58,10 @@ def matmul_pool(problem: Problem) -> list[tuple[str, dict]]:
         return pool
     for tile in _TMA_TILES:
         for ws in (False, True):
-            for group in (8, 16) if m * n >= 4096 * 4096 else (8,):
-                pool.append(("matmul_persistent_tma", dict(tile, WARP_SPECIALIZE=ws, GROUP=group)))
+            for desc in ("host", "device"):
+                for group in (8, 16) if m * n >= 4096 * 4096 else (8,):
+                    pool.append(("matmul_persistent_tma",
+                                 dict(tile, WARP_SPECIALIZE=ws, GROUP=group, DESCRIPTORS=desc)))
     pool.append(("matmul_tiled", dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, NUM_WARPS=8,
                                       NUM_STAGES=3, GROUP=8)))
     pool.append(("matmul_tiled", dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, NUM_WARPS=4,

@@ -46,6 +46,7 @@ class Outcome:
     pct_of_roof: float | None = None
     tried: list[Tried] = field(default_factory=list)
     baseline_errors: dict[str, str] = field(default_factory=dict)
+    host_overhead_us: dict[str, float] = field(default_factory=dict)  # host time per call
     error: str = ""
 
 
@@ -76,20 +77,41 @@ def search(entry: NamedProblem, timer: Timer, inputs, ref, out, *, top: int = 3,
         tried.append(t)
         try:
             module = load_module(family.render(problem, params))
-            out.fill_(float("nan"))
-            module.run(*inputs, out=out)
+            for _ in range(2):  # the second call takes the cached-launch path
+                out.fill_(float("nan"))
+                module.run(*inputs, out=out)
             torch.cuda.synchronize()
             result = compare(out, ref, tol)
             if not result.passed:
                 t.error = f"incorrect: worst {result.worst_error:.3g} {result.detail}"
                 continue
-            stats = timer.offline({"c": lambda m=module: m.run(*inputs, out=out)},
-                                  budget_ms=40, min_reps=5, max_reps=50)
-            t.us = stats["c"].median_us
+            t.us = quick_time(lambda m=module: m.run(*inputs, out=out))
         except Exception as exc:  # noqa: BLE001  (a point that fails to compile is data)
             t.error = f"{type(exc).__name__}: {str(exc)[:300]}"
     ok = sorted((t for t in tried if t.us is not None), key=lambda t: t.us)
     return ok[:top] + [t for t in tried if t not in ok[:top]]
+
+
+def quick_time(fn) -> float:
+    """A short run of the harness protocol (so host launch overhead counts, as it will)."""
+    from harness.results import Regime
+    from harness.timing import time_interleaved
+
+    samples = time_interleaved({"c": fn}, regime=Regime.OFFLINE, min_samples=10, max_samples=30,
+                               target_rel_err=0.02, warmup_calls=3, max_seconds=1.0)
+    return samples["c"].stats().median_us
+
+
+def host_overhead_us(fn, calls: int = 50) -> float:
+    """Host time per call with the GPU left to run behind (no sync inside the loop)."""
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls * 1e6
 
 
 def gate(entry: NamedProblem, family_name: str, params: dict) -> list[str]:
@@ -122,19 +144,24 @@ def bench_one(entry: NamedProblem, timer: Timer, baselines: dict, regimes: list[
     if not finalists:
         outcome.error = "no correct candidate"
         return outcome
-    # Re-time the finalists against each other with more samples; keep the fastest.
+    # Re-time the finalists against each other with more samples (harness protocol).
     modules = {f"{i}": load_module(_family(op, t.family).render(problem, t.params))
                for i, t in enumerate(finalists)}
     if len(modules) > 1:
-        stats = timer.offline({k: (lambda m=m: m.run(*inputs, out=out)) for k, m in modules.items()},
-                              budget_ms=300, max_reps=100)
-        best_key = min(stats, key=lambda k: stats[k].median_us)
+        from harness.results import Regime
+        from harness.timing import time_interleaved
+
+        samples = time_interleaved({k: (lambda m=m: m.run(*inputs, out=out)) for k, m in modules.items()},
+                                   regime=Regime.OFFLINE, min_samples=30, max_samples=100,
+                                   target_rel_err=0.01, max_seconds=3.0)
+        best_key = min(samples, key=lambda k: samples[k].stats().median_us)
     else:
         best_key = "0"
     best = finalists[int(best_key)]
     outcome.family, outcome.params = best.family, best.params
     outcome.gate = gate(entry, best.family, best.params)
     module = modules[best_key]
+    outcome.host_overhead_us["candidate"] = host_overhead_us(lambda: module.run(*inputs, out=out))
 
     built, errors = baselines_for(problem, op, baselines)
     outcome.baseline_errors = errors
@@ -142,6 +169,8 @@ def bench_one(entry: NamedProblem, timer: Timer, baselines: dict, regimes: list[
     fns = {"candidate": lambda: module.run(*inputs, out=outs["candidate"])}
     for name, fn in built.items():
         fns[name] = (lambda fn=fn, name=name: fn(*inputs, out=outs[name]))
+    for name, fn in built.items():
+        outcome.host_overhead_us[name] = host_overhead_us(lambda fn=fn: fn(*inputs, out=out))
     for regime_name in regimes:
         regime = Regime(regime_name)
         samples = time_interleaved(fns, regime=regime, min_samples=20, max_samples=200,

@@ -104,17 +104,23 @@ def create(memory_bytes: int, max_pids: int) -> CgroupSet:
             CgroupSet(made).remove()
             return CgroupSet(note=f"cgroup v1 not writable: {exc}")
     if (ROOT / "cgroup.controllers").exists():
-        parent = _own_v2_path() or ROOT
-        try:
-            controllers = (parent / "cgroup.subtree_control").read_text().split()
-            if "memory" not in controllers or "pids" not in controllers:
-                (parent / "cgroup.subtree_control").write_text("+memory +pids")
+        errors = []
+        # Our own group may hold processes (then it cannot delegate controllers): try the root.
+        for parent in dict.fromkeys([_own_v2_path() or ROOT, ROOT]):
             d = parent / name
-            d.mkdir()
-            (d / "memory.max").write_text(str(memory_bytes))
-            (d / "memory.swap.max").exists() and (d / "memory.swap.max").write_text("0")
-            (d / "pids.max").write_text(str(max_pids))
-            return CgroupSet([d], "v2")
-        except OSError as exc:
-            return CgroupSet(note=f"cgroup v2 not usable here: {exc}")
+            try:
+                controllers = (parent / "cgroup.subtree_control").read_text().split()
+                if "memory" not in controllers or "pids" not in controllers:
+                    (parent / "cgroup.subtree_control").write_text("+memory +pids")
+                d.mkdir()
+                (d / "memory.max").write_text(str(memory_bytes))
+                if (d / "memory.swap.max").exists():
+                    (d / "memory.swap.max").write_text("0")
+                (d / "pids.max").write_text(str(max_pids))
+                return CgroupSet([d], "v2")
+            except OSError as exc:
+                errors.append(f"{parent}: {exc}")
+                with contextlib.suppress(OSError):
+                    d.rmdir()
+        return CgroupSet(note="cgroup v2 not usable here: " + "; ".join(errors))
     return CgroupSet(note="no writable memory+pids cgroup hierarchy")

@@ -39,7 +39,7 @@ class EvalConfig:
     max_samples: int | None = None
     target_rel_err: float | None = None  # stopping rule: stderr/mean of every timed function
     server_gap_ms: float = 2.0  # mean idle gap (exponential) before each call in SERVER regime
-    baseline_error_factor: float = 8.0  # candidate error may be at most this x the vendor's
+    baseline_error_factor: float = 4.0  # candidate error may be at most this x the vendor's
     op_ref: str = ""  # "module:ATTR" naming an Op, for ops that are not in kernels/ (tests)
     network_isolation: bool = True
     fs_isolation: bool = True

@@ -107,9 +107,12 @@ def evaluate(candidate: Candidate, problem: Problem, *, config: EvalConfig | Non
 
 
 def _finish(ev: Evaluation, started: float) -> Evaluation:
-    if ev.verdict is Verdict.PASSED and any(f.severity == "reject" for f in ev.findings):
+    # A cheat that is also wrong is reported as a cheat: that is what the agent must learn.
+    rejects = [f for f in ev.findings if f.severity == "reject"]
+    if rejects and ev.verdict in (Verdict.PASSED, Verdict.INCORRECT):
         ev.verdict = Verdict.CHEAT
-        ev.error = "; ".join(f"{f.check}: {f.detail}" for f in ev.findings if f.severity == "reject")
+        why = "; ".join(f"{f.check}: {f.detail}" for f in rejects)
+        ev.error = why + (f" (also: {ev.error})" if ev.error else "")
     ev.duration_s = time.monotonic() - started
     return ev
 

@@ -32,6 +32,8 @@ def run(phase: str, job: dict, isolation: dict) -> dict:
         "profile_target": profile_target,
         "ceilings": ceilings,
         "build_cublaslt": build_cublaslt,
+        "selftest_env": selftest_env,
+        "selftest_flood": selftest_flood,
     }[phase]
     if job.get("interpreter"):
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
@@ -517,3 +519,20 @@ def build_cublaslt(job: dict) -> dict:
     from harness import cublaslt
 
     return cublaslt.build(job["build_dir"])
+
+
+# ---------------------------------------------------------------- sandbox self-tests
+
+
+def selftest_env(job: dict) -> dict:
+    return {"names": sorted(os.environ), "cwd": os.getcwd(), "home": os.environ.get("HOME")}
+
+
+def selftest_flood(job: dict) -> dict:
+    import sys
+
+    chunk = "x" * 999 + "\n"
+    for _ in range(job["bytes"] // 1000):
+        sys.stdout.write(chunk)
+    sys.stdout.flush()
+    return {}

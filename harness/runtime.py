@@ -87,6 +87,7 @@ class CallCheck:
     returned: str  # "" for None (destination passing), else the type that came back
     out_type: str  # type(out) after the call: must still be torch.Tensor
     out_rebound: bool  # out no longer points at the harness's buffer
+    returned_subclass: bool = False  # run() returned a torch.Tensor subclass (lazy output)
 
     def findings(self) -> list[dict]:
         found = []
@@ -98,7 +99,7 @@ class CallCheck:
             shown = ", ".join(self.patched[:8])
             found.append(_finding("monkeypatch", f"replaced during run(): {shown}"))
         if self.returned and self.returned != "NoneType":
-            lazy = self.returned != "torch.Tensor" and "Tensor" in self.returned
+            lazy = self.returned_subclass
             found.append(
                 _finding(
                     "lazy_output" if lazy else "returned_value",
@@ -138,4 +139,5 @@ def guarded_call(module, inputs, out, watch: PatchWatch, sync) -> CallCheck:
         returned="" if ret is None else _type_name(ret),
         out_type=_type_name(out),
         out_rebound=out.data_ptr() != ptr,
+        returned_subclass=isinstance(ret, torch.Tensor) and type(ret) is not torch.Tensor,
     )

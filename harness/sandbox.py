@@ -6,16 +6,18 @@ that arrives without the per-run HMAC, nor one from a child that exited non-zero
 
 from __future__ import annotations
 
-import collections
+import contextlib
 import enum
 import hashlib
 import hmac
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -70,8 +72,7 @@ class _CappedOutput:
 
     def __init__(self, stream, cap: int) -> None:
         self.head = bytearray()
-        self.tail: collections.deque[bytes] = collections.deque()
-        self.tail_len = 0
+        self.tail = bytearray()
         self.dropped = 0
         self.half = cap // 2
         self.thread = threading.Thread(target=self._drain, args=(stream,), daemon=True)
@@ -83,18 +84,16 @@ class _CappedOutput:
                 take = self.half - len(self.head)
                 self.head += chunk[:take]
                 chunk = chunk[take:]
-            if chunk:
-                self.tail.append(chunk)
-                self.tail_len += len(chunk)
-                while self.tail_len - len(self.tail[0]) >= self.half:
-                    self.tail_len -= len(self.tail.popleft())
-                    self.dropped += 1
+            self.tail += chunk
+            if len(self.tail) > self.half:
+                excess = len(self.tail) - self.half
+                self.dropped += excess
+                del self.tail[:excess]
 
     def text(self) -> str:
         self.thread.join(timeout=2)
-        tail = b"".join(self.tail)
-        middle = f"\n[... {self.dropped} chunks dropped ...]\n".encode() if self.dropped else b""
-        return (bytes(self.head) + middle + tail).decode(errors="replace")
+        middle = f"\n[... {self.dropped} bytes dropped ...]\n".encode() if self.dropped else b""
+        return (bytes(self.head) + middle + bytes(self.tail)).decode(errors="replace")
 
 
 def child_env(workdir: str, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -105,6 +104,8 @@ def child_env(workdir: str, extra: dict[str, str] | None = None) -> dict[str, st
         TMPDIR=workdir,
         TRITON_CACHE_DIR=os.path.join(workdir, "triton-cache"),
         TORCH_EXTENSIONS_DIR=os.path.join(workdir, "torch-extensions"),
+        TORCHINDUCTOR_CACHE_DIR=os.path.join(workdir, "inductor-cache"),
+        TRITON_HOME=workdir,
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONUNBUFFERED="1",
         OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "2"),
@@ -154,6 +155,17 @@ def run_child(
         },
     }
     argv = [*(wrapper or []), sys.executable, "-I", "-c", _BOOT]
+    env = child_env(workdir, env_extra)
+    side_dir = None
+    if wrapper:
+        # A wrapper such as ncu may not forward stdin or extra fds: use private files instead.
+        side_dir = tempfile.mkdtemp(prefix="kf-side-")
+        settings["fd"] = None
+        settings["result_path"] = os.path.join(side_dir, "result")
+        settings_path = os.path.join(side_dir, "settings.json")
+        with open(os.open(settings_path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            json.dump(settings, f)
+        env["KF_SETTINGS_FILE"] = settings_path
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -162,8 +174,8 @@ def run_child(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             cwd=workdir,
-            env=child_env(workdir, env_extra),
-            pass_fds=(write_fd,),
+            env=env,
+            pass_fds=() if wrapper else (write_fd,),
             start_new_session=True,
         )
     except OSError as exc:
@@ -177,7 +189,8 @@ def run_child(
     reader = threading.Thread(target=_read_all, args=(read_fd, message), daemon=True)
     reader.start()
     try:
-        proc.stdin.write(json.dumps(settings).encode())
+        if not wrapper:
+            proc.stdin.write(json.dumps(settings).encode())
         proc.stdin.close()
     except OSError:
         pass
@@ -196,18 +209,30 @@ def run_child(
     group.remove()
     wall_used = time.monotonic() - start
     text = output.text()
+    # What the parent set up is known even when the child never reports (timeout, crash).
+    parent_isolation = {"cgroup": group.kind if group.dirs else f"none ({group.note})"}
     base = {"returncode": proc.returncode, "output": text, "wall_s": wall_used}
     if timed_out:
-        return ChildResult(ChildStatus.TIMEOUT, error=f"killed after {wall:.0f} s", **base)
+        return ChildResult(
+            ChildStatus.TIMEOUT, error=f"killed after {wall:.0f} s", isolation=parent_isolation, **base
+        )
+    if side_dir:
+        with contextlib.suppress(OSError):
+            message = bytearray(Path(settings["result_path"]).read_bytes())
+        shutil.rmtree(side_dir, ignore_errors=True)
     payload, why = _verify(bytes(message), key, nonce)
     if payload is None:
         if why:
-            return ChildResult(ChildStatus.FORGED, error=why, **base)
+            return ChildResult(ChildStatus.FORGED, error=why, isolation=parent_isolation, **base)
         sig = -proc.returncode if proc.returncode and proc.returncode < 0 else None
         what = f"killed by signal {signal.Signals(sig).name}" if sig else f"exit {proc.returncode}"
-        return ChildResult(ChildStatus.CRASH, error=f"sandbox died ({what}) before reporting", **base)
-    isolation = payload.get("isolation", {})
-    isolation["cgroup"] = isolation.get("cgroup") or f"none ({group.note})"
+        return ChildResult(
+            ChildStatus.CRASH,
+            error=f"sandbox died ({what}) before reporting",
+            isolation=parent_isolation,
+            **base,
+        )
+    isolation = {**parent_isolation, **payload.get("isolation", {})}
     if payload.get("status") == "infra":
         return ChildResult(ChildStatus.INFRA, error=payload.get("error", ""), isolation=isolation, **base)
     if proc.returncode != 0:

@@ -117,11 +117,13 @@ def _landlock(writable: list[str], block_tcp: bool, scope: bool) -> str:
     return f"landlock-abi{abi}" if ok else ""
 
 
-def _send(fd: int, key: bytes, nonce: str, payload: dict) -> None:
+def _send(fd: int | str, key: bytes, nonce: str, payload: dict) -> None:
     payload["nonce"] = nonce
     body = json.dumps(payload, default=str).encode()
     mac = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
     data = mac + b"\n" + body
+    if isinstance(fd, str):  # a result file (when wrapped by ncu)
+        fd = os.open(fd, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     while data:
         n = os.write(fd, data)
         data = data[n:]
@@ -129,11 +131,20 @@ def _send(fd: int, key: bytes, nonce: str, payload: dict) -> None:
 
 
 def main() -> None:
-    settings = json.loads(sys.stdin.buffer.read())
+    settings_file = os.environ.pop("KF_SETTINGS_FILE", "")
+    if settings_file:
+        with open(settings_file) as f:
+            settings = json.load(f)
+        os.unlink(settings_file)
+    else:
+        settings = json.loads(sys.stdin.buffer.read())
     os.close(0)
     key = bytes.fromhex(settings.pop("key"))
     nonce, fd = settings["nonce"], settings["fd"]
-    os.set_inheritable(fd, False)  # grandchildren (nvcc, ninja, a fork bomb) don't get it
+    if fd is None:
+        fd = settings["result_path"]
+    else:
+        os.set_inheritable(fd, False)  # grandchildren (nvcc, ninja, a fork bomb) don't get it
     limits = settings["limits"]
     isolation: dict = {}
     try:

@@ -46,3 +46,44 @@ def render_module(
         parts.append(constants_block(fixed) + "\n\n")
     parts.append("# Searched meta-parameters.\n" + constants_block(params))
     return Template(template).substitute(HEADER=header, CONSTANTS="".join(parts)).strip() + "\n"
+
+
+# Pasted into every Triton template: launch a kernel through the compiled kernel once its
+# specialization has been seen, skipping the JIT's per-call Python (binding, cache-key
+# hashing), which on a slow host costs more than a small kernel runs. The key covers what
+# Triton specializes on, so a cached kernel is only reused where the JIT would reuse it.
+FAST_LAUNCH = '''
+_COMPILED = {}  # (kernel, specialization, options) -> compiled kernel
+
+
+def _specialization(kernel, args):
+    key = []
+    for param, value in zip(kernel.params, args):
+        if param.is_constexpr or isinstance(value, (bool, float, str)) or value is None:
+            key.append(value)
+        elif isinstance(value, int):  # Triton specializes ints on ==1, %16 and 32/64 bits
+            key.append((value == 1, value % 16 == 0, -(2**31) <= value < 2**31))
+        elif hasattr(value, "data_ptr"):  # tensors: dtype and 16-byte alignment
+            key.append((value.dtype, value.data_ptr() % 16 == 0))
+        else:  # e.g. host TMA descriptors: leave these launches to the JIT
+            return None
+    return tuple(key)
+
+
+def launch(kernel, grid, *args, **kwargs):
+    """kernel[grid](*args, **kwargs), with the compiled kernel reused after the first call."""
+    if not hasattr(kernel, "params"):  # the CPU interpreter: no compiled kernel to reuse
+        kernel[grid](*args, **kwargs)
+        return
+    options = {k: kwargs.pop(k) for k in ("num_warps", "num_stages") if k in kwargs}
+    args = list(args) + [kwargs[name] for name in kernel.arg_names[len(args):]]
+    spec = _specialization(kernel, args)
+    key = (kernel.fn.__name__, spec, tuple(options.items()))
+    compiled = _COMPILED.get(key)
+    if compiled is None:
+        compiled = kernel[grid](*args, **options)
+        if spec is not None:
+            _COMPILED[key] = compiled
+    else:
+        compiled[tuple(grid) + (1,) * (3 - len(grid))](*args)
+'''.strip()

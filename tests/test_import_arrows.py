@@ -9,7 +9,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # package -> top-level modules it must never import
 FORBIDDEN = {
-    "kernels": {"django", "celery", "channels", "webapp", "workers", "agents", "harness", "litellm"},
+    "kernels": {
+        "django",
+        "celery",
+        "channels",
+        "webapp",
+        "workers",
+        "agents",
+        "harness",
+        "litellm",
+    },
     "harness": {"django", "celery", "channels", "webapp", "workers", "agents", "litellm"},
     "agents": {"django", "celery", "channels", "webapp", "workers"},
     "webapp": {"agents", "harness"},
@@ -24,9 +33,13 @@ def imported_roots(path: Path) -> set[str]:
             roots.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             roots.add(node.module.split(".")[0])
-        elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module":
-            if node.args and isinstance(node.args[0], ast.Constant):
-                roots.add(str(node.args[0].value).split(".")[0])
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", "") == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            roots.add(str(node.args[0].value).split(".")[0])
     return roots
 
 

@@ -32,10 +32,13 @@ INSTALLED_APPS = [
     "webapp.accounts",
     "webapp.jobs",
     "webapp.embedded",
+    "ninja",  # serves the API docs' assets locally (no CDN)
+    "webapp.api",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "webapp.api.middleware.api_request_limits",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -106,6 +109,14 @@ KF_MAX_MODEL_FILE_BYTES = envint("KF_MAX_MODEL_FILE_BYTES", 512 * 1024 * 1024)
 KF_MAX_PROBLEMS_PER_JOB = envint("KF_MAX_PROBLEMS_PER_JOB", 64)
 # Uploads above this go to a temporary file instead of memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+
+# --- REST API (webapp/api): per-team quotas and request limits; errors carry stable codes.
+KF_API_MAX_BODY_BYTES = envint("KF_API_MAX_BODY_BYTES", 1024 * 1024)  # JSON bodies
+KF_TEAM_MAX_ACTIVE_JOBS = envint("KF_TEAM_MAX_ACTIVE_JOBS", 4)
+KF_TEAM_GPU_MINUTES = envint("KF_TEAM_GPU_MINUTES", 6000)  # per rolling window
+KF_TEAM_GPU_WINDOW_DAYS = envint("KF_TEAM_GPU_WINDOW_DAYS", 30)
+KF_JOB_DEFAULT_GPU_MINUTES = envint("KF_JOB_DEFAULT_GPU_MINUTES", 30)
+KF_API_SSE_POLL_S = envfloat("KF_API_SSE_POLL_S", 1.0)
 
 # --- Redis: broker and channel layer. The test settings use another db and prefix.
 REDIS_URL = envstr("REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -16,3 +16,8 @@ os.environ.setdefault("KF_STANDIN_PAUSE_S", "0.05")
 from webapp.settings import *  # noqa: E402, F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed only
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+    # A file, as `up` uses, not the shared-cache memory database: concurrent writers then meet
+    # the same locking (WAL, BEGIN IMMEDIATE, busy timeout) as in the embedded product.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-kernelforge.sqlite3")}  # noqa: F405

@@ -7,5 +7,6 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/", include("webapp.accounts.urls")),
     path("admin/", admin.site.urls),
+    path("", include("webapp.api.urls")),  # /api/ (REST, docs) and /settings/tokens/
     path("", include("webapp.jobs.urls")),
 ]

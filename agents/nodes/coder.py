@@ -19,7 +19,9 @@ from agents.source_check import check_source, extract_code
 from agents.state import OptimizeState, Pending, StopReason
 
 
-def coder(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Literal["judge", "planner", "__end__"]]:
+def coder(
+    state: OptimizeState, runtime: Runtime[RunContext]
+) -> Command[Literal["judge", "planner", "verify"]]:
     ctx = runtime.context
     plan = state.get("plan")
     assert plan is not None, "coder runs only after the planner"
@@ -51,8 +53,10 @@ def coder(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Literal
             pending.append(llm_rewrite(state, ctx))
         except LLMError as exc:
             if exc.kind is LLMErrorKind.BUDGET:
-                return Command(goto="__end__", update=_stop_update(ctx, exc))
-            failed = _failed(plan["hypothesis"], parent, ctx, str(exc), best["source"] if best else "")
+                return Command(goto="verify", update=_stop_update(ctx, exc))
+            failed = _failed(
+                plan["hypothesis"], parent, ctx, str(exc), best["source"] if best else ""
+            )
             failed["llm_tokens"] = ctx.llm.spent.tokens - before[0]
             failed["llm_cost_usd"] = ctx.llm.spent.cost_usd - before[1]
             pending.append(failed)
@@ -108,7 +112,9 @@ def llm_rewrite(state: OptimizeState, ctx: RunContext) -> Pending:
     )
 
 
-def _failed(hypothesis: str, parent: int | None, ctx: RunContext, error: str, source: str) -> Pending:
+def _failed(
+    hypothesis: str, parent: int | None, ctx: RunContext, error: str, source: str
+) -> Pending:
     return Pending(
         source=source,
         family=None,

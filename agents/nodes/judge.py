@@ -47,15 +47,25 @@ def decide(
         reason = evaluation.error or evaluation.verdict.value
         return Decision(_FAILED[evaluation.verdict], _one_line(reason), None)
     if evaluation.implausible:
-        return Decision(AttemptVerdict.CHEAT, "faster than the measured roof allows (implausible)", None)
+        return Decision(
+            AttemptVerdict.CHEAT, "faster than the measured roof allows (implausible)", None
+        )
     speedup = evaluation.speedup(config.baseline)
     if speedup is None or evaluation.timings is None:
-        return Decision(AttemptVerdict.REVERTED, f"correct but not timed against {config.baseline}", None)
+        return Decision(
+            AttemptVerdict.REVERTED, f"correct but not timed against {config.baseline}", None
+        )
     noise = evaluation.timings.noise
     if is_first:
-        return Decision(AttemptVerdict.BASELINE, f"starting point: {speedup:.3f}x vs {config.baseline}", speedup)
+        return Decision(
+            AttemptVerdict.BASELINE, f"starting point: {speedup:.3f}x vs {config.baseline}", speedup
+        )
     if best is None:
-        return Decision(AttemptVerdict.KEPT, f"first correct candidate: {speedup:.3f}x vs {config.baseline}", speedup)
+        return Decision(
+            AttemptVerdict.KEPT,
+            f"first correct candidate: {speedup:.3f}x vs {config.baseline}",
+            speedup,
+        )
     threshold = max(noise, best["noise"], config.min_gain)
     gain = speedup / best["speedup"] - 1.0
     if gain > threshold:
@@ -67,7 +77,7 @@ def decide(
 
 def judge(
     state: OptimizeState, runtime: Runtime[RunContext]
-) -> Command[Literal["judge", "profiler", "planner", "__end__"]]:
+) -> Command[Literal["judge", "profiler", "planner", "verify"]]:
     ctx = runtime.context
     pending = list(state.get("pending", []))
     item = pending.pop(0)
@@ -86,7 +96,9 @@ def judge(
     else:
         started = time.monotonic()
         try:
-            evaluation = ctx.evaluator.evaluate(candidate, ctx.problem, timeout_s=time_left(state, ctx))
+            evaluation = ctx.evaluator.evaluate(
+                candidate, ctx.problem, timeout_s=time_left(state, ctx)
+            )
         except Exception as exc:  # the harness failed, not the candidate
             decision = Decision(AttemptVerdict.ERROR, f"harness error: {_one_line(str(exc))}", None)
         wall = time.monotonic() - started
@@ -96,7 +108,11 @@ def judge(
 
     kept = decision.verdict in (AttemptVerdict.KEPT, AttemptVerdict.BASELINE)
     if kept:
-        assert evaluation is not None and evaluation.timings is not None and decision.speedup is not None
+        assert (
+            evaluation is not None
+            and evaluation.timings is not None
+            and decision.speedup is not None
+        )
         best = Best(
             index=index,
             candidate_id=candidate.id,
@@ -120,7 +136,9 @@ def judge(
         reason=decision.reason,
         candidate_id=candidate.id,
         speedup=decision.speedup,
-        median_us=evaluation.timings.candidate.median_us if evaluation and evaluation.timings else None,
+        median_us=evaluation.timings.candidate.median_us
+        if evaluation and evaluation.timings
+        else None,
         noise=evaluation.timings.noise if evaluation and evaluation.timings else 0.0,
         pct_of_roof=evaluation.pct_of_roof if evaluation else None,
         gpu_s=gpu_s,
@@ -157,15 +175,18 @@ def judge(
         "elapsed_s": ctx.elapsed(),
         "gpu_s": state.get("gpu_s", 0.0) + gpu_s,
         "not_kept_in_row": 0 if kept else state.get("not_kept_in_row", 0) + 1,
-        "eval_seconds": _recent(state, max(wall, gpu_s)) if evaluation else state.get("eval_seconds", []),
+        "eval_seconds": _recent(state, max(wall, gpu_s))
+        if evaluation
+        else state.get("eval_seconds", []),
     }
-    if kept and ctx.config.profile:
+    limit = ctx.config.max_profiles
+    if kept and ctx.config.profile and (limit is None or len(state.get("profiles", {})) < limit):
         update["to_profile"] = index
     after: OptimizeState = {**state, **update}  # type: ignore[typeddict-item]
     reason = stop_reason(after, ctx, needs_gpu=True)
     if reason is not None:
         update["stop_reason"] = reason.value
-        return Command(goto="__end__", update=update)
+        return Command(goto="verify", update=update)
     if pending:
         return Command(goto="judge", update=update)
     if after.get("to_profile") is not None:

@@ -26,7 +26,9 @@ KEPT_LIKE = ("kept", "baseline", "reverted")  # attempts that produced a timed, 
 FAMILY_EXPLORE = 0.3
 
 
-def planner(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Literal["coder", "__end__"]]:
+def planner(
+    state: OptimizeState, runtime: Runtime[RunContext]
+) -> Command[Literal["coder", "verify"]]:
     ctx = runtime.context
     notes: list[str] = []
     plan: Plan | None = None
@@ -37,8 +39,14 @@ def planner(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Liter
             plan = llm_plan(state, ctx)
         except LLMError as exc:
             if exc.kind is LLMErrorKind.BUDGET:
-                return _stop(state, ctx, StopReason.LLM_TOKENS if "token" in str(exc) else StopReason.LLM_COST)
-            notes.append(f"planner #{state.get('next_index', 0)}: LLM failed ({exc}); offline plan instead")
+                return _stop(
+                    state,
+                    ctx,
+                    StopReason.LLM_TOKENS if "token" in str(exc) else StopReason.LLM_COST,
+                )
+            notes.append(
+                f"planner #{state.get('next_index', 0)}: LLM failed ({exc}); offline plan instead"
+            )
     if plan is None:
         plan = offline_plan(state, ctx)
     update: dict[str, Any] = {
@@ -50,7 +58,7 @@ def planner(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Liter
         update["notes"] = state.get("notes", []) + notes
     if plan is None:
         update["stop_reason"] = StopReason.EXHAUSTED.value
-        return Command(goto="__end__", update=update)
+        return Command(goto="verify", update=update)
     update["plan"] = plan
     return Command(goto="coder", update=update)
 
@@ -107,7 +115,14 @@ def offline_plan(state: OptimizeState, ctx: RunContext) -> Plan | None:
     words = f"{diagnosis.evidence}: {diagnosis.advice}."
     if step == 0 or not hypothesis:
         hypothesis = "try each family's default and the search's first picks"
-    return Plan(hypothesis=f"{words} {hypothesis}", move="params", points=points, rewrite="", llm_tokens=0, llm_cost_usd=0.0)
+    return Plan(
+        hypothesis=f"{words} {hypothesis}",
+        move="params",
+        points=points,
+        rewrite="",
+        llm_tokens=0,
+        llm_cost_usd=0.0,
+    )
 
 
 def llm_plan(state: OptimizeState, ctx: RunContext) -> Plan:
@@ -118,7 +133,11 @@ def llm_plan(state: OptimizeState, ctx: RunContext) -> Plan:
     families = ctx.families
     fam_text = prompts.format_families(
         [
-            {"name": f.name, "description": f.description, "choices": dict(f.space(ctx.problem).choices)}
+            {
+                "name": f.name,
+                "description": f.description,
+                "choices": dict(f.space(ctx.problem).choices),
+            }
             for f in families.values()
         ]
     )
@@ -151,9 +170,13 @@ def llm_plan(state: OptimizeState, ctx: RunContext) -> Plan:
     seen = set(_seen_points(history))
 
     def parse(text: str) -> Plan:
-        return parse_plan(text, ctx, seen, can_rewrite=ctx.config.coder is Provider.LLM and best is not None)
+        return parse_plan(
+            text, ctx, seen, can_rewrite=ctx.config.coder is Provider.LLM and best is not None
+        )
 
-    plan = ctx.llm.complete_parsed(messages, parse, retries=ctx.config.llm.coder_retries, json_mode=True)
+    plan = ctx.llm.complete_parsed(
+        messages, parse, retries=ctx.config.llm.coder_retries, json_mode=True
+    )
     plan["llm_tokens"] = ctx.llm.spent.tokens - before_tokens
     plan["llm_cost_usd"] = ctx.llm.spent.cost_usd - before_cost
     return plan
@@ -180,7 +203,14 @@ def parse_plan(text: str, ctx: RunContext, seen: set[str], *, can_rewrite: bool)
             raise ValueError("code rewrites are not available now; use a 'params' move")
         if not request:
             raise ValueError("a 'rewrite' move needs the change in 'rewrite'")
-        return Plan(hypothesis=hypothesis, move="rewrite", points=[], rewrite=request, llm_tokens=0, llm_cost_usd=0.0)
+        return Plan(
+            hypothesis=hypothesis,
+            move="rewrite",
+            points=[],
+            rewrite=request,
+            llm_tokens=0,
+            llm_cost_usd=0.0,
+        )
     if move != "params":
         raise ValueError("'move' must be 'params' or 'rewrite'")
     name = data.get("family")
@@ -205,10 +235,19 @@ def parse_plan(text: str, ctx: RunContext, seen: set[str], *, can_rewrite: bool)
             points.append({"family": family.name, "params": dict(params)})
     if not points:
         raise ValueError("no usable point: " + "; ".join(problems))
-    return Plan(hypothesis=hypothesis, move="params", points=points, rewrite="", llm_tokens=0, llm_cost_usd=0.0)
+    return Plan(
+        hypothesis=hypothesis,
+        move="params",
+        points=points,
+        rewrite="",
+        llm_tokens=0,
+        llm_cost_usd=0.0,
+    )
 
 
-def _choose_family(history: list[Record], families: dict[str, Any], rng: random.Random) -> list[str]:
+def _choose_family(
+    history: list[Record], families: dict[str, Any], rng: random.Random
+) -> list[str]:
     """Families by upper confidence bound on their best log-speedup; best first."""
     scores = []
     total = max(1, sum(1 for r in history if r["family"]))
@@ -255,5 +294,10 @@ def _spent(ctx: RunContext) -> dict[str, Any]:
     return {"llm_tokens": ctx.llm.spent.tokens, "llm_cost_usd": ctx.llm.spent.cost_usd}
 
 
-def _stop(state: OptimizeState, ctx: RunContext, reason: StopReason) -> Command[Literal["coder", "__end__"]]:
-    return Command(goto="__end__", update={"stop_reason": reason.value, "elapsed_s": ctx.elapsed(), **_spent(ctx)})
+def _stop(
+    state: OptimizeState, ctx: RunContext, reason: StopReason
+) -> Command[Literal["coder", "verify"]]:
+    return Command(
+        goto="verify",
+        update={"stop_reason": reason.value, "elapsed_s": ctx.elapsed(), **_spent(ctx)},
+    )

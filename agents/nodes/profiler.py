@@ -17,7 +17,9 @@ from harness.results import Backend, Bottleneck, Candidate, Profile
 DIGEST_METRICS = 12  # the planner's prompt gets this many metrics at most (R6.4: compact)
 
 
-def profiler(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Literal["planner", "__end__"]]:
+def profiler(
+    state: OptimizeState, runtime: Runtime[RunContext]
+) -> Command[Literal["planner", "verify"]]:
     ctx = runtime.context
     best = state.get("best")
     index = state.get("to_profile")
@@ -28,7 +30,9 @@ def profiler(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Lite
         try:
             profile = ctx.evaluator.profile(candidate, ctx.problem, timeout_s=time_left(state, ctx))
         except Exception as exc:  # profiling is advice: a failure must not stop the search
-            profile = Profile(candidate.id, ctx.problem.key, {}, Bottleneck.UNKNOWN, error=str(exc)[:400])
+            profile = Profile(
+                candidate.id, ctx.problem.key, {}, Bottleneck.UNKNOWN, error=str(exc)[:400]
+            )
         wall = time.monotonic() - started
         digest = digest_profile(profile)
         profiles = dict(state.get("profiles", {}))
@@ -50,7 +54,7 @@ def profiler(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Lite
     reason = stop_reason(after, ctx, needs_gpu=True)
     if reason is not None:
         update["stop_reason"] = reason.value
-        return Command(goto="__end__", update=update)
+        return Command(goto="verify", update=update)
     return Command(goto="planner", update=update)
 
 
@@ -67,4 +71,3 @@ def digest_profile(profile: Profile) -> dict[str, Any]:
 def metric_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float]:
     old, new = before.get("metrics") or {}, after.get("metrics") or {}
     return {k: float(new[k]) - float(old[k]) for k in new if k in old and new[k] != old[k]}
-

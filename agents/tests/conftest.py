@@ -12,7 +12,9 @@ def postgres_url():
     import psycopg
 
     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (PG_TEST_DB,)).fetchone()
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (PG_TEST_DB,)
+        ).fetchone()
         if not exists:
             conn.execute(f"CREATE DATABASE {PG_TEST_DB}")
     return f"postgresql://postgres@127.0.0.1:5432/{PG_TEST_DB}"

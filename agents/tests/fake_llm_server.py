@@ -39,7 +39,9 @@ class FakeLLMServer:
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
                 if reply.status != 200:
-                    payload = {"error": {"message": f"scripted status {reply.status}", "type": "fake"}}
+                    payload = {
+                        "error": {"message": f"scripted status {reply.status}", "type": "fake"}
+                    }
                 else:
                     payload = {
                         "id": f"fake-{len(server.requests)}",

@@ -32,7 +32,9 @@ def constants(source: str) -> dict[str, Any]:
     found = {}
     for name, value in _CONST.findall(source):
         try:
-            found[name] = json.loads(value.strip().replace("'", '"').replace("True", "true").replace("False", "false"))
+            found[name] = json.loads(
+                value.strip().replace("'", '"').replace("True", "true").replace("False", "false")
+            )
         except ValueError:
             found[name] = value.strip()
     return found
@@ -56,25 +58,49 @@ class FakeEvaluator:
         self.calls: list[str] = []
         self.profiled: list[str] = []
         self.prefetched: list[str] = []
+        self.verified: list[str] = []  # full-protocol re-evaluations (the verify node)
 
-    def evaluate(self, candidate: Candidate, problem: Problem, *, timeout_s: float) -> Evaluation:
-        self.calls.append(candidate.id)
+    def evaluate(
+        self, candidate: Candidate, problem: Problem, *, timeout_s: float, full: bool = False
+    ) -> Evaluation:
+        if full:
+            self.verified.append(candidate.id)
+        else:
+            self.calls.append(candidate.id)
         if self.crash_at_call is not None and len(self.calls) == self.crash_at_call:
             os._exit(3)  # a worker dying mid-evaluation: no cleanup, no finally blocks
         result = self.score(candidate.source)
         if isinstance(result, Verdict):
-            return Evaluation(candidate.id, problem.key, result, CompileResult(result is not Verdict.COMPILE_ERROR),
-                              error=f"scripted {result.value}", duration_s=0.01)
+            return Evaluation(
+                candidate.id,
+                problem.key,
+                result,
+                CompileResult(result is not Verdict.COMPILE_ERROR),
+                error=f"scripted {result.value}",
+                duration_s=0.01,
+            )
         base_us = 100.0
-        stats = TimingStats(base_us / result, 1.0, base_us / result, base_us / result, 7, self.noise)
-        timings = Timings(Regime.INTERPRETER, "fake", stats, speedups={"torch": result}, noise=self.noise)
-        return Evaluation(candidate.id, problem.key, Verdict.PASSED, CompileResult(True), timings=timings,
-                          duration_s=0.01)
+        stats = TimingStats(
+            base_us / result, 1.0, base_us / result, base_us / result, 7, self.noise
+        )
+        timings = Timings(
+            Regime.INTERPRETER, "fake", stats, speedups={"torch": result}, noise=self.noise
+        )
+        return Evaluation(
+            candidate.id,
+            problem.key,
+            Verdict.PASSED,
+            CompileResult(True),
+            timings=timings,
+            duration_s=0.01,
+        )
 
     def profile(self, candidate: Candidate, problem: Problem, *, timeout_s: float) -> Profile:
         self.profiled.append(candidate.id)
         n = len(self.profiled)
-        return Profile(candidate.id, problem.key, {"sm_pct": 40.0 + n, "dram_pct": 20.0}, self.bottleneck)
+        return Profile(
+            candidate.id, problem.key, {"sm_pct": 40.0 + n, "dram_pct": 20.0}, self.bottleneck
+        )
 
     def prefetch(self, candidates: Sequence[Candidate], problem: Problem) -> None:
         self.prefetched.extend(c.id for c in candidates)

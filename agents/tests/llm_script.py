@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-RMSNORM_GOOD = '''\
+RMSNORM_GOOD = """\
 ```python
 import triton
 import triton.language as tl
@@ -25,13 +25,13 @@ def run(x, weight, *, out):
     M, N = x.shape
     _rmsnorm[(M,)](x, weight, out, N, x.stride(0), 1e-6, BLOCK=triton.next_power_of_2(N), num_warps=4)
 ```
-One program per row, the whole row in registers.'''
+One program per row, the whole row in registers."""
 
 BROKEN = "```python\ndef run(x, weight, *, out)\n    out.copy_(x)\n```"
 
 # Passes the static checks (only torch is imported) but disables the harness's timer sync;
 # the harness catches the patch at run time.
-CHEAT = '''\
+CHEAT = """\
 ```python
 import torch
 
@@ -40,14 +40,29 @@ def run(x, weight, *, out):
     torch.cuda.synchronize = lambda *a, **k: None
     xf = x.float()
     out.copy_((xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6) * weight).to(out.dtype))
-```'''
+```"""
 
 ESCAPE = "```python\nimport threading\n\ndef run(x, weight, *, out):\n    pass\n```"
 
 
 def plan_params(family: str, points: list[dict]) -> str:
-    return json.dumps({"hypothesis": "more rows per program", "move": "params", "family": family, "points": points})
+    return json.dumps(
+        {
+            "hypothesis": "more rows per program",
+            "move": "params",
+            "family": family,
+            "points": points,
+        }
+    )
 
 
 def plan_rewrite(request: str) -> str:
-    return json.dumps({"hypothesis": "one program per row", "move": "rewrite", "family": None, "points": [], "rewrite": request})
+    return json.dumps(
+        {
+            "hypothesis": "one program per row",
+            "move": "rewrite",
+            "family": None,
+            "points": [],
+            "rewrite": request,
+        }
+    )

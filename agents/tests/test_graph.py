@@ -5,7 +5,7 @@ import pytest
 from agents import Budget, OptimizeConfig, optimize
 from agents.reporting import AttemptVerdict
 from agents.tests.fakes import FakeEvaluator, ListReporter, block_m_score, constants
-from harness.results import Verdict
+from harness.results import CompileResult, Verdict
 from kernels import parse_problem
 
 PROBLEM = parse_problem("matmul", "256x256x256", "fp16", "NN")
@@ -14,7 +14,7 @@ PROBLEM = parse_problem("matmul", "256x256x256", "fp16", "NN")
 def config(evaluator, **kw):
     kw.setdefault("budget", Budget(wall_s=120, max_attempts=16))
     kw.setdefault("plateau", None)
-    return OptimizeConfig(evaluator=evaluator, **kw)
+    return OptimizeConfig(final_verify=False, evaluator=evaluator, **kw)
 
 
 def test_it_records_every_attempt_and_keeps_only_verified_wins():
@@ -68,7 +68,9 @@ def test_it_stops_after_a_plateau_of_reverts():
 
 
 def test_it_stops_once_the_target_speedup_is_reached():
-    result = optimize(PROBLEM, config(FakeEvaluator(block_m_score), target_speedup=1.2), ListReporter())
+    result = optimize(
+        PROBLEM, config(FakeEvaluator(block_m_score), target_speedup=1.2), ListReporter()
+    )
     assert result.stop_reason == "target" and result.best.speedup >= 1.2
 
 
@@ -80,7 +82,9 @@ def test_it_stops_when_the_reporter_asks_to_cancel():
 
 def test_it_does_not_start_an_evaluation_past_the_gpu_budget():
     evaluator = FakeEvaluator(block_m_score)  # each evaluation reports 0.01 s of harness time
-    result = optimize(PROBLEM, config(evaluator, budget=Budget(wall_s=None, gpu_s=0.055)), ListReporter())
+    result = optimize(
+        PROBLEM, config(evaluator, budget=Budget(wall_s=None, gpu_s=0.055)), ListReporter()
+    )
     assert result.stop_reason == "gpu_time"
     assert result.gpu_s <= 0.055 + 0.01
     assert len(evaluator.calls) == 5
@@ -91,7 +95,9 @@ def test_it_carries_on_after_a_failing_baseline():
         return Verdict.CRASH if constants(source).get("BLOCK_M") == 64 else 0.9
 
     reporter = ListReporter()
-    result = optimize(PROBLEM, config(FakeEvaluator(score), budget=Budget(wall_s=60, max_attempts=6)), reporter)
+    result = optimize(
+        PROBLEM, config(FakeEvaluator(score), budget=Budget(wall_s=60, max_attempts=6)), reporter
+    )
     assert reporter.events[0].verdict is AttemptVerdict.CRASH
     first_ok = next(e for e in reporter.events if e.speedup is not None)
     assert first_ok.verdict is AttemptVerdict.KEPT and "first correct" in first_ok.reason
@@ -110,3 +116,56 @@ def test_it_is_deterministic_for_a_seed():
 def test_it_refuses_a_config_without_any_cap():
     with pytest.raises(ValueError, match="at least one budget cap"):
         OptimizeConfig(budget=Budget(wall_s=None))
+
+
+def test_it_verifies_the_best_with_the_full_protocol_inside_the_budget():
+    evaluator, reporter = FakeEvaluator(block_m_score), ListReporter()
+    config = OptimizeConfig(
+        evaluator=evaluator, budget=Budget(wall_s=None, gpu_s=0.1), plateau=None
+    )
+    result = optimize(PROBLEM, config, reporter)
+    assert result.stop_reason == "gpu_time"
+    assert len(evaluator.calls) * 0.01 <= 0.1 * (1 - config.verify_reserve) + 1e-9  # the reserve
+    assert evaluator.verified == [result.best.candidate_id]
+    assert result.verified is True and result.final_speedups == {"torch": result.best.speedup}
+    assert reporter.finished_with[0].evaluation["verdict"] == "passed"
+
+
+def test_it_reports_a_best_that_fails_the_final_verification():
+    class FlakyAtFullProtocol(FakeEvaluator):
+        def evaluate(self, candidate, problem, *, timeout_s, full=False):
+            if full:
+                self.verified.append(candidate.id)
+                return (
+                    super()
+                    .evaluate(candidate, problem, timeout_s=timeout_s)
+                    .__class__(
+                        candidate.id,
+                        problem.key,
+                        Verdict.INCORRECT,
+                        CompileResult(True),
+                        error="odd shape 127 wrong",
+                    )
+                )
+            return super().evaluate(candidate, problem, timeout_s=timeout_s)
+
+    config = OptimizeConfig(
+        evaluator=FlakyAtFullProtocol(block_m_score), budget=Budget(wall_s=60, max_attempts=4)
+    )
+    result = optimize(PROBLEM, config, ListReporter())
+    assert result.verified is False
+    assert any("odd shape 127 wrong" in note for note in result.notes)
+
+
+def test_it_stops_when_the_harness_itself_keeps_failing():
+    reporter = ListReporter()
+    result = optimize(PROBLEM, config(FakeEvaluator(lambda source: Verdict.INFRA_ERROR)), reporter)
+    assert result.stop_reason == "harness_errors"
+    assert [e.verdict for e in reporter.events] == [AttemptVerdict.ERROR] * 3
+
+
+def test_it_profiles_at_most_the_configured_number_of_candidates():
+    evaluator, reporter = FakeEvaluator(block_m_score), ListReporter()
+    optimize(PROBLEM, config(evaluator, max_profiles=2), reporter)
+    kept = [e for e in reporter.events if e.verdict is AttemptVerdict.KEPT]
+    assert len(kept) >= 2 and reporter.profiles == [0, kept[0].index]

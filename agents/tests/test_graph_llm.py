@@ -22,11 +22,25 @@ def score(source: str):
 
 
 def llm_config(server, evaluator, **kw):
-    settings = LLMSettings(model="openai/fake", api_base=server.api_base, api_key="test-key",
-                           timeout_s=1.0, retries=1, backoff_s=0.01, coder_retries=2)
+    settings = LLMSettings(
+        model="openai/fake",
+        api_base=server.api_base,
+        api_key="test-key",
+        timeout_s=1.0,
+        retries=1,
+        backoff_s=0.01,
+        coder_retries=2,
+    )
     kw.setdefault("budget", Budget(wall_s=120, max_attempts=4))
-    return OptimizeConfig(planner=Provider.LLM, coder=Provider.LLM, llm=settings, plateau=None,
-                          evaluator=evaluator, **kw)
+    return OptimizeConfig(
+        final_verify=False,
+        planner=Provider.LLM,
+        coder=Provider.LLM,
+        llm=settings,
+        plateau=None,
+        evaluator=evaluator,
+        **kw,
+    )
 
 
 def test_it_plans_rewrites_retries_bad_code_and_records_the_cheat():
@@ -46,8 +60,16 @@ def test_it_plans_rewrites_retries_bad_code_and_records_the_cheat():
         result = optimize(PROBLEM, llm_config(server, FakeEvaluator(score)), reporter)
 
     verdicts = [e.verdict for e in reporter.events]
-    assert verdicts == [AttemptVerdict.BASELINE, AttemptVerdict.KEPT, AttemptVerdict.KEPT, AttemptVerdict.CHEAT]
-    assert reporter.events[1].params == POINT and reporter.events[1].hypothesis == "more rows per program"
+    assert verdicts == [
+        AttemptVerdict.BASELINE,
+        AttemptVerdict.KEPT,
+        AttemptVerdict.KEPT,
+        AttemptVerdict.CHEAT,
+    ]
+    assert (
+        reporter.events[1].params == POINT
+        and reporter.events[1].hypothesis == "more rows per program"
+    )
     rewrite = reporter.events[2]
     assert rewrite.family is None and rewrite.parent == 1 and "def _rmsnorm(" in rewrite.source
     assert result.best.index == 2 and result.best.speedup == 2.0
@@ -55,7 +77,10 @@ def test_it_plans_rewrites_retries_bad_code_and_records_the_cheat():
 
     sent = server.requests
     assert len(sent) == 9
-    assert "invalid JSON" in sent[2]["messages"][-1]["content"] or "JSON" in sent[2]["messages"][-1]["content"]
+    assert (
+        "invalid JSON" in sent[2]["messages"][-1]["content"]
+        or "JSON" in sent[2]["messages"][-1]["content"]
+    )
     assert "syntax error" in sent[4]["messages"][-1]["content"]
     assert "import of 'threading'" in sent[5]["messages"][-1]["content"]
     assert "def run(x, weight, *, out)" in sent[8]["messages"][-1]["content"]  # the best source
@@ -74,11 +99,20 @@ def test_it_falls_back_to_the_offline_planner_when_the_llm_keeps_failing():
 
 
 def test_it_records_a_coder_that_never_produces_valid_code():
-    replies = [Reply(script.plan_rewrite("fuse")), Reply(script.BROKEN), Reply(script.BROKEN), Reply(script.BROKEN)]
+    replies = [
+        Reply(script.plan_rewrite("fuse")),
+        Reply(script.BROKEN),
+        Reply(script.BROKEN),
+        Reply(script.BROKEN),
+    ]
     with FakeLLMServer(replies) as server:
         reporter = ListReporter()
         evaluator = FakeEvaluator(score)
-        result = optimize(PROBLEM, llm_config(server, evaluator, budget=Budget(wall_s=60, max_attempts=2)), reporter)
+        result = optimize(
+            PROBLEM,
+            llm_config(server, evaluator, budget=Budget(wall_s=60, max_attempts=2)),
+            reporter,
+        )
     failed = reporter.events[1]
     assert failed.verdict is AttemptVerdict.ERROR and "malformed" in failed.reason
     assert len(evaluator.calls) == 1  # only the baseline reached the harness
@@ -86,7 +120,13 @@ def test_it_records_a_coder_that_never_produces_valid_code():
 
 
 def test_it_stops_at_the_llm_token_cap():
-    replies = [Reply(script.plan_params("rmsnorm_rowwise", [POINT]), prompt_tokens=3000, completion_tokens=100)]
+    replies = [
+        Reply(
+            script.plan_params("rmsnorm_rowwise", [POINT]),
+            prompt_tokens=3000,
+            completion_tokens=100,
+        )
+    ]
     with FakeLLMServer(replies * 3) as server:
         config = llm_config(server, FakeEvaluator(score), budget=Budget(wall_s=60, llm_tokens=3000))
         result = optimize(PROBLEM, config.with_(coder=Provider.OFFLINE), ListReporter())

@@ -6,18 +6,37 @@ from harness.results import CompileResult, Evaluation, Regime, Timings, TimingSt
 CONFIG = OptimizeConfig(budget=Budget(wall_s=60), min_gain=0.01)
 
 
-def evaluation(speedup: float | None, *, noise: float = 0.01, verdict=Verdict.PASSED, implausible=False):
+def evaluation(
+    speedup: float | None, *, noise: float = 0.01, verdict=Verdict.PASSED, implausible=False
+):
     timings = None
     if speedup is not None:
         stats = TimingStats(100 / speedup, 1.0, 100 / speedup, 100 / speedup, 20, noise)
         timings = Timings(Regime.OFFLINE, "v1", stats, speedups={"torch": speedup}, noise=noise)
-    return Evaluation("c", "p", verdict, CompileResult(True), timings=timings, implausible=implausible,
-                      error="boom" if verdict is not Verdict.PASSED else "")
+    return Evaluation(
+        "c",
+        "p",
+        verdict,
+        CompileResult(True),
+        timings=timings,
+        implausible=implausible,
+        error="boom" if verdict is not Verdict.PASSED else "",
+    )
 
 
 def best(speedup: float, noise: float = 0.01):
-    return {"index": 0, "candidate_id": "b", "source": "", "family": "f", "params": {}, "speedup": speedup,
-            "median_us": 100 / speedup, "noise": noise, "pct_of_roof": None, "evaluation": {}}
+    return {
+        "index": 0,
+        "candidate_id": "b",
+        "source": "",
+        "family": "f",
+        "params": {},
+        "speedup": speedup,
+        "median_us": 100 / speedup,
+        "noise": noise,
+        "pct_of_roof": None,
+        "evaluation": {},
+    }
 
 
 def test_it_keeps_a_candidate_faster_than_the_best_by_more_than_the_noise():
@@ -37,7 +56,10 @@ def test_it_uses_the_incumbents_noise_when_it_is_larger():
 
 
 def test_it_keeps_the_incumbent_on_a_tie():
-    assert decide(evaluation(1.0), best(1.0), CONFIG, is_first=False).verdict is AttemptVerdict.REVERTED
+    assert (
+        decide(evaluation(1.0), best(1.0), CONFIG, is_first=False).verdict
+        is AttemptVerdict.REVERTED
+    )
 
 
 def test_it_marks_the_first_attempt_as_the_baseline():

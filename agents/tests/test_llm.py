@@ -10,7 +10,14 @@ HELLO = [{"role": "user", "content": "hello"}]
 
 
 def client(server, **kw):
-    settings = dict(model="openai/fake", api_base=server.api_base, api_key="test-key", timeout_s=1.0, backoff_s=0.01, retries=2)
+    settings = {
+        "model": "openai/fake",
+        "api_base": server.api_base,
+        "api_key": "test-key",
+        "timeout_s": 1.0,
+        "backoff_s": 0.01,
+        "retries": 2,
+    }
     limits = {k: kw.pop(k) for k in ("max_tokens", "max_cost_usd") if k in kw}
     return LLMClient(LLMSettings(**{**settings, **kw}), **limits)
 
@@ -28,7 +35,14 @@ def test_it_retries_a_timeout_and_a_rate_limit_with_backoff():
     waits = []
     with FakeLLMServer([Reply(delay_s=3.0), Reply(status=429), Reply("finally")]) as server:
         llm = LLMClient(
-            LLMSettings(model="openai/fake", api_base=server.api_base, api_key="k", timeout_s=0.5, backoff_s=0.1, retries=2),
+            LLMSettings(
+                model="openai/fake",
+                api_base=server.api_base,
+                api_key="k",
+                timeout_s=0.5,
+                backoff_s=0.1,
+                retries=2,
+            ),
             sleep=waits.append,
         )
         assert llm.complete(HELLO) == "finally"
@@ -46,9 +60,8 @@ def test_it_gives_up_on_repeated_timeouts_with_a_clear_error():
 
 
 def test_it_reports_a_rate_limit_that_does_not_clear():
-    with FakeLLMServer([Reply(status=429)] * 3) as server:
-        with pytest.raises(LLMError) as err:
-            client(server).complete(HELLO)
+    with FakeLLMServer([Reply(status=429)] * 3) as server, pytest.raises(LLMError) as err:
+        client(server).complete(HELLO)
     assert err.value.kind is LLMErrorKind.RATE_LIMIT
 
 
@@ -68,13 +81,18 @@ def test_it_rejects_a_model_string_litellm_cannot_route():
 
 def test_it_fails_closed_on_an_unpriced_model_under_a_cost_cap():
     with pytest.raises(LLMError) as err:
-        LLMClient(LLMSettings(model="openai/fake-unpriced", api_base="http://127.0.0.1:9", api_key="k"), max_cost_usd=1.0)
+        LLMClient(
+            LLMSettings(model="openai/fake-unpriced", api_base="http://127.0.0.1:9", api_key="k"),
+            max_cost_usd=1.0,
+        )
     assert err.value.kind is LLMErrorKind.UNPRICED_MODEL
 
 
 def test_it_charges_the_configured_price_and_stops_at_the_cost_cap():
     with FakeLLMServer([Reply("a", prompt_tokens=1000, completion_tokens=1000)] * 2) as server:
-        llm = client(server, input_cost_per_token=1e-4, output_cost_per_token=2e-4, max_cost_usd=0.25)
+        llm = client(
+            server, input_cost_per_token=1e-4, output_cost_per_token=2e-4, max_cost_usd=0.25
+        )
         llm.complete(HELLO)
         assert llm.spent.cost_usd == pytest.approx(0.3)
         with pytest.raises(LLMError) as err:
@@ -109,8 +127,7 @@ def test_it_reports_malformed_output_after_the_retry_budget():
     def parse(text):
         raise ValueError("never good")
 
-    with FakeLLMServer([Reply("x")] * 2) as server:
-        with pytest.raises(LLMError) as err:
-            client(server).complete_parsed(HELLO, parse, retries=1)
+    with FakeLLMServer([Reply("x")] * 2) as server, pytest.raises(LLMError) as err:
+        client(server).complete_parsed(HELLO, parse, retries=1)
     assert err.value.kind is LLMErrorKind.MALFORMED
     assert len(server.requests) == 2

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBLEM = parse_problem("matmul", "256x256x256", "fp16", "NN")
 CRASH_AT_CALL = 6
 
-CHILD = """
+CHILD = f"""
 import sys
 from pathlib import Path
 from agents import Budget, OptimizeConfig, optimize
@@ -22,29 +22,39 @@ from agents.tests.fakes import FakeEvaluator, ListReporter, block_m_score
 from kernels import parse_problem
 
 url, thread, log = sys.argv[1], sys.argv[2], Path(sys.argv[3])
-config = OptimizeConfig(budget=Budget(wall_s=120, max_attempts=12), plateau=None,
-                        evaluator=FakeEvaluator(block_m_score, crash_at_call=%d))
+config = OptimizeConfig(final_verify=False, budget=Budget(wall_s=120, max_attempts=12), plateau=None,
+                        evaluator=FakeEvaluator(block_m_score, crash_at_call={CRASH_AT_CALL}))
 optimize(parse_problem("matmul", "256x256x256", "fp16", "NN"), config, ListReporter(log),
          thread_id=thread, checkpointer_url=url)
-""" % CRASH_AT_CALL
+"""
 
 
 def config(evaluator):
-    return OptimizeConfig(budget=Budget(wall_s=120, max_attempts=12), plateau=None, evaluator=evaluator)
+    return OptimizeConfig(
+        final_verify=False,
+        budget=Budget(wall_s=120, max_attempts=12),
+        plateau=None,
+        evaluator=evaluator,
+    )
 
 
 def test_it_resumes_after_the_worker_dies(checkpoint_url, thread_id, tmp_path):
     log = tmp_path / "events.jsonl"
     child = subprocess.run(
         [sys.executable, "-c", CHILD, checkpoint_url, thread_id, str(log)],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert child.returncode == 3, child.stderr[-2000:]
     before = [json.loads(line) for line in log.read_text().splitlines()]
     assert [e["index"] for e in before] == list(range(CRASH_AT_CALL - 1))
 
     evaluator, reporter = FakeEvaluator(block_m_score), ListReporter()
-    result = optimize(PROBLEM, config(evaluator), reporter, thread_id=thread_id, checkpointer_url=checkpoint_url)
+    result = optimize(
+        PROBLEM, config(evaluator), reporter, thread_id=thread_id, checkpointer_url=checkpoint_url
+    )
 
     assert result.resumed and reporter.started_calls == 0
     assert reporter.indexes == list(range(CRASH_AT_CALL - 1, 12))  # no index reported twice
@@ -58,19 +68,31 @@ def test_it_resumes_after_the_worker_dies(checkpoint_url, thread_id, tmp_path):
 
     # A redelivered task whose thread already finished returns the result without new work.
     again_eval, again = FakeEvaluator(block_m_score), ListReporter()
-    repeat = optimize(PROBLEM, config(again_eval), again, thread_id=thread_id, checkpointer_url=checkpoint_url)
+    repeat = optimize(
+        PROBLEM, config(again_eval), again, thread_id=thread_id, checkpointer_url=checkpoint_url
+    )
     assert again_eval.calls == [] and again.events == []
     assert repeat.best.index == result.best.index and repeat.stop_reason == result.stop_reason
 
 
 def test_it_refuses_to_resume_a_thread_with_another_problem(checkpoint_url, thread_id):
-    optimize(PROBLEM, config(FakeEvaluator(block_m_score)), ListReporter(), thread_id=thread_id,
-             checkpointer_url=checkpoint_url)
+    optimize(
+        PROBLEM,
+        config(FakeEvaluator(block_m_score)),
+        ListReporter(),
+        thread_id=thread_id,
+        checkpointer_url=checkpoint_url,
+    )
     other = parse_problem("matmul", "128x128x128", "fp16", "NN")
     reporter = ListReporter()
     try:
-        optimize(other, config(FakeEvaluator(block_m_score)), reporter, thread_id=thread_id,
-                 checkpointer_url=checkpoint_url)
+        optimize(
+            other,
+            config(FakeEvaluator(block_m_score)),
+            reporter,
+            thread_id=thread_id,
+            checkpointer_url=checkpoint_url,
+        )
     except ValueError as exc:
         assert "different problem" in str(exc)
     else:

@@ -4,7 +4,9 @@ import random
 from agents.search import Observation, SurrogateSearch, point_key
 from kernels.problem import ParamSpace
 
-SPACE = ParamSpace({"BLOCK": [16, 32, 64, 128, 256], "num_warps": [2, 4, 8], "num_stages": [1, 2, 3]})
+SPACE = ParamSpace(
+    {"BLOCK": [16, 32, 64, 128, 256], "num_warps": [2, 4, 8], "num_stages": [1, 2, 3]}
+)
 
 
 def no_check(params):
@@ -29,7 +31,11 @@ def test_it_learns_which_values_are_fast():
     rng = random.Random(1)
     obs = []
     for _ in range(12):
-        p = {"BLOCK": rng.choice([16, 32, 64, 128]), "num_warps": rng.choice([2, 4, 8]), "num_stages": rng.choice([1, 2, 3])}
+        p = {
+            "BLOCK": rng.choice([16, 32, 64, 128]),
+            "num_warps": rng.choice([2, 4, 8]),
+            "num_stages": rng.choice([1, 2, 3]),
+        }
         obs.append(Observation(p, math.log(1 + p["BLOCK"] / 64)))
     search = SurrogateSearch(SPACE, no_check, rng=random.Random(2))
     picks = search.propose(obs, k=3, anchor=None)
@@ -41,7 +47,9 @@ def test_it_learns_which_values_are_fast():
 
 def test_it_steers_away_from_values_that_failed():
     obs = [
-        Observation({"BLOCK": 256, "num_warps": w, "num_stages": s}, None) for w in (2, 4) for s in (1, 2)
+        Observation({"BLOCK": 256, "num_warps": w, "num_stages": s}, None)
+        for w in (2, 4)
+        for s in (1, 2)
     ] + [Observation({"BLOCK": 64, "num_warps": 4, "num_stages": 1}, 0.0)]
     search = SurrogateSearch(SPACE, no_check, rng=random.Random(0))
     picks = search.propose(obs, k=4, anchor=None)
@@ -57,8 +65,12 @@ def test_it_spreads_a_batch_over_untried_values():
 def test_it_follows_the_playbook_direction_from_the_anchor():
     anchor = {"BLOCK": 64, "num_warps": 4, "num_stages": 2}
     obs = [Observation(anchor, 0.0)]
-    up = SurrogateSearch(SPACE, no_check, rng=random.Random(0)).propose(obs, k=3, anchor=anchor, prior={"BLOCK": +1})
-    down = SurrogateSearch(SPACE, no_check, rng=random.Random(0)).propose(obs, k=3, anchor=anchor, prior={"BLOCK": -1})
+    up = SurrogateSearch(SPACE, no_check, rng=random.Random(0)).propose(
+        obs, k=3, anchor=anchor, prior={"BLOCK": +1}
+    )
+    down = SurrogateSearch(SPACE, no_check, rng=random.Random(0)).propose(
+        obs, k=3, anchor=anchor, prior={"BLOCK": -1}
+    )
     assert all(p["BLOCK"] > 64 for p in up)
     assert all(p["BLOCK"] < 64 for p in down)
 
@@ -72,4 +84,6 @@ def test_it_is_deterministic_for_a_seed():
 def test_it_returns_nothing_when_the_space_is_exhausted():
     tiny = ParamSpace({"BLOCK": [32, 64]})
     obs = [Observation({"BLOCK": 32}, 0.0), Observation({"BLOCK": 64}, 0.1)]
-    assert SurrogateSearch(tiny, no_check, rng=random.Random(0)).propose(obs, k=2, anchor=None) == []
+    assert (
+        SurrogateSearch(tiny, no_check, rng=random.Random(0)).propose(obs, k=2, anchor=None) == []
+    )

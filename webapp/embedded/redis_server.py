@@ -37,6 +37,7 @@ def server_argv(url: str, *, data_dir: Path) -> list[str]:
     return [
         exe, "--port", str(parsed.port or 6379), "--bind", bind, "--save", "", "--appendonly", "no",
         "--dir", str(data_dir), "--protected-mode", "yes",
+        "--logfile", str(data_dir / "redis.log"), "--loglevel", "warning",
     ]  # fmt: skip
 
 

@@ -26,7 +26,9 @@ def test_it_keeps_the_stored_iteration_fields_in_step_with_the_event():
 
 @pytest.fixture
 def job(alice, team, problems):
-    return services.job_create_from_shapes(user=alice, team=team, title="t", problems=problems, queue="nobody")
+    return services.job_create_from_shapes(
+        user=alice, team=team, title="t", problems=problems, queue="nobody"
+    )
 
 
 def test_it_runs_a_task_through_the_stand_in_and_closes_it(job, settings):

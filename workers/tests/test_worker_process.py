@@ -23,10 +23,21 @@ def job_status(job):
 
 def test_it_runs_a_job_to_done_on_a_real_worker(start_worker, alice, team, problems):
     start_worker(env={"KF_STANDIN_ITERATIONS": "3", "KF_STANDIN_PAUSE_S": "0.05"})
-    job = services.job_create_from_shapes(user=alice, team=team, title="real", problems=problems, queue="cpu")
+    job = services.job_create_from_shapes(
+        user=alice, team=team, title="real", problems=problems, queue="cpu"
+    )
     wait_until(lambda: job_status(job) == Job.Status.DONE, timeout_s=45, what="the job to finish")
-    assert list(Iteration.objects.filter(job=job).values_list("seq", flat=True)) == [1, 2, 3, 4, 5, 6]
-    assert set(Task.objects.filter(job=job).values_list("status", "attempt")) == {(Task.Status.DONE, 1)}
+    assert list(Iteration.objects.filter(job=job).values_list("seq", flat=True)) == [
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+    ]
+    assert set(Task.objects.filter(job=job).values_list("status", "attempt")) == {
+        (Task.Status.DONE, 1)
+    }
 
 
 def test_it_reruns_a_task_after_its_worker_is_killed_without_duplicating_iterations(
@@ -41,23 +52,37 @@ def test_it_reruns_a_task_after_its_worker_is_killed_without_duplicating_iterati
         "KF_WATCHDOG_INTERVAL_S": "1",
     }
     first = start_worker(env=env)
-    job = services.job_create_from_shapes(user=alice, team=team, title="kill", problems=problems[:1], queue="cpu")
+    job = services.job_create_from_shapes(
+        user=alice, team=team, title="kill", problems=problems[:1], queue="cpu"
+    )
     task = job.tasks.get()
-    wait_until(lambda: Iteration.objects.filter(task=task).count() >= 3, timeout_s=30, what="3 iterations")
+    wait_until(
+        lambda: Iteration.objects.filter(task=task).count() >= 3, timeout_s=30, what="3 iterations"
+    )
     children = first.pool_children()
     first.kill()  # SIGKILL the worker's main process mid-task
     assert children, "the prefork pool should have a child running the task"
     # The pool child dies with its parent (PR_SET_PDEATHSIG), so nothing keeps heartbeating.
-    wait_until(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in children), timeout_s=10, what="orphans to die")
+    wait_until(
+        lambda: not any(os.path.exists(f"/proc/{pid}") for pid in children),
+        timeout_s=10,
+        what="orphans to die",
+    )
     saved_before = Iteration.objects.filter(task=task).count()
     assert saved_before < steps and Task.objects.get(id=task.id).status == Task.Status.RUNNING
 
     start_worker(env=env, beat=True)  # a fresh worker, with the watchdog's beat
-    wait_until(lambda: job_status(job) == Job.Status.DONE, timeout_s=50, what="the job to finish after the kill")
+    wait_until(
+        lambda: job_status(job) == Job.Status.DONE,
+        timeout_s=50,
+        what="the job to finish after the kill",
+    )
 
     task.refresh_from_db()
     assert task.attempt == 2, "the task ran exactly twice: once killed, once to the end"
-    rows = list(Iteration.objects.filter(task=task).order_by("seq").values_list("index", "seq", "attempt"))
+    rows = list(
+        Iteration.objects.filter(task=task).order_by("seq").values_list("index", "seq", "attempt")
+    )
     assert [index for index, _, _ in rows] == list(range(steps)), "every step once, in order"
     assert [seq for _, seq, _ in rows] == list(range(1, steps + 1)), "no gaps or repeats in seq"
     assert {attempt for index, _, attempt in rows if index >= saved_before} == {2}

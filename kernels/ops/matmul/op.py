@@ -73,14 +73,22 @@ class MatmulOp(Op):
         def ints(shape):  # 0/1 entries: exact sums, any indexing slip shows (CUDA-L2's check)
             return torch.randint(0, 2, shape, generator=gen, device=device).to(dtype)
 
-        def ranged(shape):  # rows spread over 2**-6 .. 2**6 (fp16-safe): dynamic range inside one tile
+        operands, _, _ = split_layout(problem.layout)
+
+        def ranged(shape, index, span):
+            # Rows of A (M) and columns of B (N) spread over 2**-span .. 2**span: a wide range
+            # inside one tile, but not inside one dot product (whose fp32 sum would then be
+            # dominated by a few terms, a test of the accumulator rather than of the kernel).
             t = torch.randn(shape, generator=gen, device=device)
-            exps = torch.randint(-6, 7, (shape[0], 1), generator=gen, device=device)
-            return (t * torch.pow(2.0, exps.float()) * problem.shape[2] ** -0.25).to(dtype)
+            outer_dim = (0 if operands[0] == "N" else 1) if index == 0 else (1 if operands[1] == "N" else 0)
+            exps = torch.randint(-span, span + 1, (shape[outer_dim],), generator=gen, device=device)
+            scale = torch.pow(2.0, exps.float())
+            scale = scale[:, None] if outer_dim == 0 else scale[None, :]
+            return (t * scale * problem.shape[2] ** -0.25).to(dtype)
 
         cases = {
             "zero_one": tuple(ints(s) for s in shapes[:2]),
-            "dynamic_range": tuple(ranged(s) for s in shapes[:2]),
+            "dynamic_range": (ranged(shapes[0], 0, 6), ranged(shapes[1], 1, 4)),
         }
         if len(shapes) == 3:  # the bias: large, so the epilogue's add and activation matter
             bias = (4 * torch.randn(shapes[2], generator=gen, device=device)).to(dtype)

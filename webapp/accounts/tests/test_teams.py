@@ -29,14 +29,18 @@ def test_it_lets_an_invited_person_join_once(alice, bob, make_user, team):
 
 
 def test_it_lets_only_owners_invite(alice, bob, team):
-    services.invitation_accept(token=services.invitation_create(team=team, by=alice).token, user=bob)
+    services.invitation_accept(
+        token=services.invitation_create(team=team, by=alice).token, user=bob
+    )
     with pytest.raises(PermissionDenied):
         services.invitation_create(team=team, by=bob)
 
 
 def test_it_refuses_an_expired_or_unknown_invitation(alice, bob, team):
     invitation = services.invitation_create(team=team, by=alice)
-    Invitation.objects.filter(id=invitation.id).update(expires_at=timezone.now() - timedelta(seconds=1))
+    Invitation.objects.filter(id=invitation.id).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
     with pytest.raises(ValidationError, match="expired"):
         services.invitation_accept(token=invitation.token, user=bob)
     with pytest.raises(ValidationError, match="not valid"):
@@ -47,7 +51,11 @@ def test_it_refuses_an_expired_or_unknown_invitation(alice, bob, team):
 def test_it_signs_a_person_up_and_logs_them_in(client):
     response = client.post(
         reverse("accounts:signup"),
-        {"username": "dana", "password1": "a-long-passphrase-42", "password2": "a-long-passphrase-42"},
+        {
+            "username": "dana",
+            "password1": "a-long-passphrase-42",
+            "password2": "a-long-passphrase-42",
+        },
     )
     assert response.status_code == 302
     assert client.get(reverse("accounts:teams")).context["user"].username == "dana"

@@ -18,7 +18,9 @@ def session_headers(client, user, origin=b"http://localhost"):
 
 @pytest.fixture
 def running_job(alice, team, problems):
-    job = services.job_create_from_shapes(user=alice, team=team, title="live", problems=problems[:1], queue="x")
+    job = services.job_create_from_shapes(
+        user=alice, team=team, title="live", problems=problems[:1], queue="x"
+    )
     task = job.tasks.get()
     services.task_claim(task_id=task.id, worker="w")
     return job, task

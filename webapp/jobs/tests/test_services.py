@@ -18,7 +18,9 @@ pytestmark = pytest.mark.django_db
 
 def make_job(user, team, problems, queue="test.nobody"):
     # A queue no worker listens on: these tests drive the task states themselves.
-    return services.job_create_from_shapes(user=user, team=team, title="t", problems=problems, queue=queue)
+    return services.job_create_from_shapes(
+        user=user, team=team, title="t", problems=problems, queue=queue
+    )
 
 
 def record(task, attempt, index, verdict="reverted"):
@@ -93,7 +95,9 @@ def test_it_finishes_the_job_only_when_its_last_task_ends(alice, team, problems)
     services.task_claim(task_id=t2.id, worker="w")
     assert services.task_finish(task_id=t1.id, attempt=1, stop_reason="done")
     assert Job.objects.get(id=job.id).status == Job.Status.RUNNING
-    assert not services.task_finish(task_id=t1.id, attempt=1, stop_reason="again"), "a second finish is a no-op"
+    assert not services.task_finish(task_id=t1.id, attempt=1, stop_reason="again"), (
+        "a second finish is a no-op"
+    )
     assert services.task_fail(task_id=t2.id, attempt=1, error="boom")
     job.refresh_from_db()
     assert job.status == Job.Status.DONE and job.finished_at is not None
@@ -122,12 +126,16 @@ def test_it_cancels_queued_tasks_and_asks_running_ones_to_stop(alice, team, prob
     assert Job.objects.get(id=job.id).status == Job.Status.CANCELLED
 
 
-def test_it_requeues_a_task_whose_heartbeat_stopped_and_resumes_after_saved_iterations(alice, team, problems):
+def test_it_requeues_a_task_whose_heartbeat_stopped_and_resumes_after_saved_iterations(
+    alice, team, problems
+):
     task = make_job(alice, team, problems[:1]).tasks.get()
     services.task_claim(task_id=task.id, worker="w")
     record(task, 1, 0, "baseline")
     record(task, 1, 1)
-    assert services.tasks_requeue_stale(stale_after_s=60, max_attempts=3) == [], "a fresh heartbeat is left alone"
+    assert services.tasks_requeue_stale(stale_after_s=60, max_attempts=3) == [], (
+        "a fresh heartbeat is left alone"
+    )
     Task.objects.filter(id=task.id).update(heartbeat_at=timezone.now() - timedelta(seconds=120))
     assert services.tasks_requeue_stale(stale_after_s=60, max_attempts=3) == [task.id]
     claim = services.task_claim(task_id=task.id, worker="w2")

@@ -18,7 +18,9 @@ def messages(text, fmt=ShapeFormat.AUTO, limit=LIMIT):
 
 
 def test_it_reads_csv_with_a_header():
-    problems = parse("op,shape,dtype,layout\nmatmul,4096x4096x4096,bf16,TN\nrmsnorm,8192x4096,fp16,\n")
+    problems = parse(
+        "op,shape,dtype,layout\nmatmul,4096x4096x4096,bf16,TN\nrmsnorm,8192x4096,fp16,\n"
+    )
     assert [p.key for p in problems] == ["matmul/4096x4096x4096/bf16/TN", "rmsnorm/8192x4096/fp16"]
 
 
@@ -35,7 +37,9 @@ def test_it_reads_json_lists_and_problem_mappings():
 
 
 def test_it_reads_yaml():
-    problems = parse("problems:\n  - {op: rmsnorm, shape: [8, 512], dtype: bf16}\n  - op: matmul\n    shape: 16x16x16\n    dtype: fp16\n")
+    problems = parse(
+        "problems:\n  - {op: rmsnorm, shape: [8, 512], dtype: bf16}\n  - op: matmul\n    shape: 16x16x16\n    dtype: fp16\n"
+    )
     assert [p.op for p in problems] == ["rmsnorm", "matmul"]
 
 
@@ -86,7 +90,9 @@ def test_it_rejects_negative_wrong_length_and_absurd_shapes(shape, expected):
 
 
 def test_it_rejects_non_integer_sizes_in_a_list():
-    assert "list of integers" in messages('[{"op": "rmsnorm", "shape": [8.5, true], "dtype": "fp16"}]')
+    assert "list of integers" in messages(
+        '[{"op": "rmsnorm", "shape": [8.5, true], "dtype": "fp16"}]'
+    )
 
 
 def test_it_reports_every_bad_row_not_just_the_first():
@@ -104,4 +110,6 @@ def test_it_caps_the_number_of_problems_per_job():
 
 
 def test_it_rejects_unknown_fields():
-    assert "unknown field(s) stride" in messages('[{"op": "rmsnorm", "shape": "8x8", "dtype": "fp16", "stride": 2}]')
+    assert "unknown field(s) stride" in messages(
+        '[{"op": "rmsnorm", "shape": "8x8", "dtype": "fp16", "stride": 2}]'
+    )

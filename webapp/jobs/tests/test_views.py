@@ -21,9 +21,13 @@ def submit(client, team, **fields):
     return client.post(reverse("jobs:new"), data)
 
 
-def test_it_saves_a_pasted_shape_set_as_problems_and_tasks(member, team, django_capture_on_commit_callbacks):
+def test_it_saves_a_pasted_shape_set_as_problems_and_tasks(
+    member, team, django_capture_on_commit_callbacks
+):
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        response = submit(member, team, shapes_text="op,shape,dtype\nmatmul,128x128x64,fp16\nrmsnorm,64x512,bf16")
+        response = submit(
+            member, team, shapes_text="op,shape,dtype\nmatmul,128x128x64,fp16\nrmsnorm,64x512,bf16"
+        )
     job = Job.objects.get()
     assert response.status_code == 302 and response.url == reverse("jobs:detail", args=[job.id])
     assert job.problems.count() == 2 and job.tasks.filter(queue="cpu").count() == 2
@@ -51,7 +55,10 @@ def test_it_accepts_an_uploaded_yaml_file(member, team, django_capture_on_commit
         ({"shapes_file": SimpleUploadedFile("s.json", b"   ")}, "The shape set is empty"),
         ({"kind": "model"}, "Choose a model file"),
         ({"kind": "model", "model_file": SimpleUploadedFile("x.exe", b"MZ")}, "must end in one of"),
-        ({"queue": "gpu.nope", "shapes_text": "op,shape,dtype\nrmsnorm,8x8,fp16"}, "Select a valid choice"),
+        (
+            {"queue": "gpu.nope", "shapes_text": "op,shape,dtype\nrmsnorm,8x8,fp16"},
+            "Select a valid choice",
+        ),
     ],
 )
 def test_it_shows_a_clear_message_for_bad_input_and_creates_nothing(member, team, fields, message):
@@ -74,7 +81,9 @@ def test_it_refuses_an_upload_over_the_configured_limit(member, team, settings):
 
 def test_it_stores_an_uploaded_model_file(member, team, settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path
-    response = submit(member, team, kind="model", model_file=SimpleUploadedFile("net.pt", b"\x80weights"))
+    response = submit(
+        member, team, kind="model", model_file=SimpleUploadedFile("net.pt", b"\x80weights")
+    )
     job = Job.objects.get()
     assert response.status_code == 302 and job.kind == Job.Kind.MODEL
     page = member.get(reverse("jobs:detail", args=[job.id])).content.decode()
@@ -90,7 +99,9 @@ def test_it_offers_only_the_users_teams(member, team, bob):
 
 
 def test_it_shows_a_job_only_to_members_of_its_team(client, alice, bob, team, problems):
-    job = services.job_create_from_shapes(user=alice, team=team, title="secret", problems=problems, queue="cpu")
+    job = services.job_create_from_shapes(
+        user=alice, team=team, title="secret", problems=problems, queue="cpu"
+    )
     for url in (reverse("jobs:detail", args=[job.id]), reverse("jobs:events", args=[job.id])):
         assert client.get(url).status_code == 302, "anonymous people are sent to log in"
         client.force_login(bob)
@@ -105,11 +116,15 @@ def test_it_shows_a_job_only_to_members_of_its_team(client, alice, bob, team, pr
 
 
 def test_it_serves_events_after_a_given_seq(member, alice, team, problems):
-    job = services.job_create_from_shapes(user=alice, team=team, title="t", problems=problems[:1], queue="x")
+    job = services.job_create_from_shapes(
+        user=alice, team=team, title="t", problems=problems[:1], queue="x"
+    )
     task = job.tasks.get()
     services.task_claim(task_id=task.id, worker="w")
     for index in range(3):
-        services.iteration_record(task_id=task.id, attempt=1, data=services.IterationData(index=index, verdict="reverted"))
+        services.iteration_record(
+            task_id=task.id, attempt=1, data=services.IterationData(index=index, verdict="reverted")
+        )
     body = member.get(reverse("jobs:events", args=[job.id]), {"after": 1}).json()
     assert [it["seq"] for it in body["iterations"]] == [2, 3]
     assert body["status"]["status"] == "running" and body["status"]["last_seq"] == 3

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kernels.render import FAST_LAUNCH
 from kernels.rowwise import LAUNCH_HELPER, RowwiseFamily
 
 TEMPLATE = '''$HEADER
@@ -49,13 +50,16 @@ def cross_entropy_kernel(
     tl.store(loss_ptr + rows, loss, mask=row_ok)
 
 
+''' + FAST_LAUNCH + '''
+
+
 ''' + LAUNCH_HELPER + '''
 
 
 def run(logits, targets, *, out):
     M, N = logits.shape
     mode, block, grid = launch_shape(M, N)
-    cross_entropy_kernel[grid](
+    launch(cross_entropy_kernel, grid,
         logits, targets, out, M, N, logits.stride(0),
         ROWS=ROWS, BLOCK=block, ONE_PASS=mode == "one_pass",
         EVICTION="evict_first" if EVICT_FIRST else "",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kernels.ops.layernorm.op import EPS
+from kernels.render import FAST_LAUNCH
 from kernels.rowwise import LAUNCH_HELPER, RowwiseFamily
 
 TEMPLATE = '''$HEADER
@@ -68,13 +69,16 @@ def layernorm_kernel(
             tl.store(y_rows + c[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
+''' + FAST_LAUNCH + '''
+
+
 ''' + LAUNCH_HELPER + '''
 
 
 def run(x, weight, bias, *, out):
     M, N = x.shape
     mode, block, grid = launch_shape(M, N)
-    layernorm_kernel[grid](
+    launch(layernorm_kernel, grid,
         x, weight, bias, out, M, N, x.stride(0), out.stride(0), EPS,
         ROWS=ROWS, BLOCK=block, ONE_PASS=mode == "one_pass",
         EVICTION="evict_first" if EVICT_FIRST else "",

@@ -19,18 +19,29 @@ from kernels.ops.matmul.families.common import (
     fixed_constants,
 )
 from kernels.problem import Family, ParamSpace, Problem
-from kernels.render import render_module
+from kernels.render import FAST_LAUNCH, render_module
 
 PERSISTENT_KERNEL = '''
 @triton.jit
 def matmul_persistent_tma_kernel(
-    a_desc, b_desc, c_desc, bias_ptr, M, N, K,
+    a_desc, b_desc, c_desc, bias_ptr, M, N, K, stride_a, stride_b, stride_c,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP: tl.constexpr, M_MAJOR: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
-    A_TRANS: tl.constexpr, B_TRANS: tl.constexpr,
+    A_TRANS: tl.constexpr, B_TRANS: tl.constexpr, DEVICE_DESCRIPTORS: tl.constexpr,
     EPILOGUE_SUBTILE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, FLATTEN: tl.constexpr,
     HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr,
 ):
+    if DEVICE_DESCRIPTORS:  # the *_desc arguments are plain pointers: build descriptors here
+        if A_TRANS:
+            a_desc = tl.make_tensor_descriptor(a_desc, [K, M], [stride_a, 1], [BLOCK_K, BLOCK_M])
+        else:
+            a_desc = tl.make_tensor_descriptor(a_desc, [M, K], [stride_a, 1], [BLOCK_M, BLOCK_K])
+        if B_TRANS:
+            b_desc = tl.make_tensor_descriptor(b_desc, [N, K], [stride_b, 1], [BLOCK_N, BLOCK_K])
+        else:
+            b_desc = tl.make_tensor_descriptor(b_desc, [K, N], [stride_b, 1], [BLOCK_K, BLOCK_N])
+        C_BLOCK_N: tl.constexpr = BLOCK_N // 2 if EPILOGUE_SUBTILE else BLOCK_N
+        c_desc = tl.make_tensor_descriptor(c_desc, [M, N], [stride_c, 1], [BLOCK_M, C_BLOCK_N])
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     num_tiles = num_pid_m * num_pid_n
@@ -77,6 +88,8 @@ $CONSTANTS
 
 
 '''
+    + FAST_LAUNCH
+    + "\n\n\n"
     + snippets.EPILOGUE_FN
     + "\n\n\n"
     + snippets.TILE_COORDS_FN
@@ -95,12 +108,23 @@ def tma_compatible(*tensors):
     return True
 
 
+def _scratch(size, alignment, stream):
+    """Global memory where device-side TMA descriptors are written (triton.set_allocator)."""
+    return torch.empty(size, dtype=torch.int8, device="cuda" if torch.cuda.is_available() else "cpu")
+
+
+if DESCRIPTORS == "device":
+    triton.set_allocator(_scratch)
+
+_SM_COUNT = {}  # device index -> multiprocessors; a device property, read once
+
+
 def num_programs(device, num_tiles):
-    if device.type == "cuda":
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
-    else:  # the CPU interpreter: a few programs still exercise the tile loop
-        sms = 4
-    return max(1, min(num_tiles, sms * PROGRAMS_PER_SM))
+    if device.type != "cuda":  # the CPU interpreter: a few programs still exercise the loop
+        return max(1, min(num_tiles, 4 * PROGRAMS_PER_SM))
+    if device.index not in _SM_COUNT:
+        _SM_COUNT[device.index] = torch.cuda.get_device_properties(device).multi_processor_count
+    return max(1, min(num_tiles, _SM_COUNT[device.index] * PROGRAMS_PER_SM))
 
 
 def run(a, b, *rest, out):
@@ -109,7 +133,7 @@ def run(a, b, *rest, out):
     + '''
     if not tma_compatible(a, b, out):
         grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)
-        matmul_tiled_kernel[grid](
+        launch(matmul_tiled_kernel, grid,
             a_view, b_view, out, bias, M, N, K,
             a_view.stride(0), a_view.stride(1), b_view.stride(0), b_view.stride(1),
             out.stride(0), out.stride(1),
@@ -119,17 +143,19 @@ def run(a, b, *rest, out):
             num_warps=NUM_WARPS, num_stages=NUM_STAGES,
         )
         return
-    # Descriptors over the tensors as stored; the kernel transposes tiles where needed.
-    a_desc = TensorDescriptor.from_tensor(a, [BLOCK_K, BLOCK_M] if A_TRANS else [BLOCK_M, BLOCK_K])
-    b_desc = TensorDescriptor.from_tensor(b, [BLOCK_N, BLOCK_K] if B_TRANS else [BLOCK_K, BLOCK_N])
-    c_block_n = BLOCK_N // 2 if EPILOGUE_SUBTILE else BLOCK_N
-    c_desc = TensorDescriptor.from_tensor(out, [BLOCK_M, c_block_n])
+    if DESCRIPTORS == "device":  # built on the GPU from pointers: less host work per call
+        a_desc, b_desc, c_desc = a, b, out
+    else:  # host descriptors over the tensors as stored; the kernel transposes tiles
+        a_desc = TensorDescriptor.from_tensor(a, [BLOCK_K, BLOCK_M] if A_TRANS else [BLOCK_M, BLOCK_K])
+        b_desc = TensorDescriptor.from_tensor(b, [BLOCK_N, BLOCK_K] if B_TRANS else [BLOCK_K, BLOCK_N])
+        c_block_n = BLOCK_N // 2 if EPILOGUE_SUBTILE else BLOCK_N
+        c_desc = TensorDescriptor.from_tensor(out, [BLOCK_M, c_block_n])
     programs = num_programs(out.device, triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N))
-    matmul_persistent_tma_kernel[(programs,)](
-        a_desc, b_desc, c_desc, bias, M, N, K,
+    launch(matmul_persistent_tma_kernel, (programs,),
+        a_desc, b_desc, c_desc, bias, M, N, K, a.stride(0), b.stride(0), out.stride(0),
         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
         GROUP=GROUP, M_MAJOR=TILE_ORDER == "m_major", NUM_PROGRAMS=programs,
-        A_TRANS=A_TRANS, B_TRANS=B_TRANS,
+        A_TRANS=A_TRANS, B_TRANS=B_TRANS, DEVICE_DESCRIPTORS=DESCRIPTORS == "device",
         EPILOGUE_SUBTILE=EPILOGUE_SUBTILE, WARP_SPECIALIZE=WARP_SPECIALIZE, FLATTEN=FLATTEN,
         HAS_BIAS=HAS_BIAS, ACTIVATION=ACTIVATION,
         num_warps=NUM_WARPS, num_stages=NUM_STAGES,
@@ -152,6 +178,7 @@ class PersistentTmaMatmul(Family):
                 "GROUP": [1, 4, 8, 16, 32],
                 "TILE_ORDER": ["m_major", "n_major"],
                 "PROGRAMS_PER_SM": [1, 2],
+                "DESCRIPTORS": ["host", "device"],
                 "EPILOGUE_SUBTILE": [False, True],
                 "WARP_SPECIALIZE": [False, True],
                 "FLATTEN": [False, True],
@@ -174,6 +201,7 @@ class PersistentTmaMatmul(Family):
             "GROUP": 8,
             "TILE_ORDER": "m_major",
             "PROGRAMS_PER_SM": 1,
+            "DESCRIPTORS": "host",
             "EPILOGUE_SUBTILE": not small,
             "WARP_SPECIALIZE": False,
             "FLATTEN": False,
@@ -192,6 +220,8 @@ class PersistentTmaMatmul(Family):
             return f"needs {smem} bytes of shared memory per program, over {SMEM_LIMIT} per SM"
         if acc_regs(p["BLOCK_M"], p["BLOCK_N"], p["NUM_WARPS"]) > MAX_ACC_REGS_PER_THREAD:
             return "accumulator needs more than 128 registers per thread; use more warps"
+        if p["WARP_SPECIALIZE"] and p["NUM_WARPS"] < 8:
+            return "warp specialization failed to compile with 4 warps on Hopper (triton 3.6)"
         if p["FLATTEN"] and not p["WARP_SPECIALIZE"]:
             return "FLATTEN only matters with WARP_SPECIALIZE"
         return None

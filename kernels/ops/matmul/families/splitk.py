@@ -16,7 +16,7 @@ from kernels.ops.matmul.families.common import (
     fixed_constants,
 )
 from kernels.problem import Family, ParamSpace, Problem
-from kernels.render import render_module
+from kernels.render import FAST_LAUNCH, render_module
 
 SPLITK_KERNELS = '''
 @triton.jit
@@ -82,6 +82,8 @@ REDUCE_BLOCK = 1024  # columns per program of the reduction kernel
 
 
 '''
+    + FAST_LAUNCH
+    + "\n\n\n"
     + snippets.EPILOGUE_FN
     + "\n\n\n"
     + snippets.TILE_COORDS_FN
@@ -100,7 +102,7 @@ def run(a, b, *rest, out):
     k_blocks = triton.cdiv(K, BLOCK_K)
     splits = min(SPLIT_K, k_blocks)
     if splits == 1:  # nothing to split: the plain tiled kernel writes the output directly
-        matmul_tiled_kernel[(tiles,)](
+        launch(matmul_tiled_kernel, (tiles,),
             a_view, b_view, out, bias, M, N, K,
             a_view.stride(0), a_view.stride(1), b_view.stride(0), b_view.stride(1),
             out.stride(0), out.stride(1),
@@ -113,14 +115,14 @@ def run(a, b, *rest, out):
     k_per_split = triton.cdiv(k_blocks, splits) * BLOCK_K
     splits = triton.cdiv(K, k_per_split)
     workspace = torch.empty((splits, M, N), dtype=torch.float32, device=out.device)
-    matmul_partial_kernel[(tiles, splits)](
+    launch(matmul_partial_kernel, (tiles, splits),
         a_view, b_view, workspace, M, N, K, k_per_split,
         a_view.stride(0), a_view.stride(1), b_view.stride(0), b_view.stride(1),
         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
         GROUP=GROUP, M_MAJOR=TILE_ORDER == "m_major",
         num_warps=NUM_WARPS, num_stages=NUM_STAGES,
     )
-    splitk_reduce_kernel[(M, triton.cdiv(N, REDUCE_BLOCK))](
+    launch(splitk_reduce_kernel, (M, triton.cdiv(N, REDUCE_BLOCK)),
         workspace, out, bias, M, N, out.stride(0), out.stride(1),
         SPLIT_K=splits, BLOCK=REDUCE_BLOCK, HAS_BIAS=HAS_BIAS, ACTIVATION=ACTIVATION,
         num_warps=4,
@@ -139,7 +141,7 @@ class SplitKMatmul(Family):
             {
                 "BLOCK_M": [16, 32, 64, 128],
                 "BLOCK_N": [32, 64, 128, 256],
-                "BLOCK_K": [32, 64, 128, 256],
+                "BLOCK_K": [32, 64, 128, 256, 512],
                 "SPLIT_K": [1, 2, 3, 4, 6, 8, 12, 16],
                 "GROUP": [1, 8],
                 "TILE_ORDER": ["m_major", "n_major"],

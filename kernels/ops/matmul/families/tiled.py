@@ -14,7 +14,7 @@ from kernels.ops.matmul.families.common import (
     fixed_constants,
 )
 from kernels.problem import Family, ParamSpace, Problem
-from kernels.render import render_module
+from kernels.render import FAST_LAUNCH, render_module
 
 TEMPLATE = (
     '''$HEADER
@@ -27,6 +27,8 @@ $CONSTANTS
 
 
 '''
+    + FAST_LAUNCH
+    + "\n\n\n"
     + snippets.EPILOGUE_FN
     + "\n\n\n"
     + snippets.TILE_COORDS_FN
@@ -40,7 +42,7 @@ def run(a, b, *rest, out):
     + snippets.OPERAND_VIEWS
     + '''
     grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)
-    matmul_tiled_kernel[grid](
+    launch(matmul_tiled_kernel, grid,
         a_view, b_view, out, bias, M, N, K,
         a_view.stride(0), a_view.stride(1), b_view.stride(0), b_view.stride(1),
         out.stride(0), out.stride(1),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kernels.ops.rmsnorm.op import EPS
+from kernels.render import FAST_LAUNCH
 from kernels.rowwise import LAUNCH_HELPER, RowwiseFamily
 
 TEMPLATE = '''$HEADER
@@ -48,13 +49,16 @@ def rmsnorm_kernel(
             tl.store(y_rows + c[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
+''' + FAST_LAUNCH + '''
+
+
 ''' + LAUNCH_HELPER + '''
 
 
 def run(x, weight, *, out):
     M, N = x.shape
     mode, block, grid = launch_shape(M, N)
-    rmsnorm_kernel[grid](
+    launch(rmsnorm_kernel, grid,
         x, weight, out, M, N, x.stride(0), out.stride(0), EPS,
         ROWS=ROWS, BLOCK=block, ONE_PASS=mode == "one_pass",
         EVICTION="evict_first" if EVICT_FIRST else "",

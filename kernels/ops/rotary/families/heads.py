@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 from kernels.problem import Family, ParamSpace
-from kernels.render import render_module
+from kernels.render import FAST_LAUNCH, render_module
 
-TEMPLATE = '''$HEADER
+TEMPLATE = (
+    '''$HEADER
 
 import triton
 import triton.language as tl
 
 $CONSTANTS
+
+
+'''
+    + FAST_LAUNCH
+    + '''
 
 
 @triton.jit
@@ -41,13 +47,14 @@ def run(x, cos, sin, *, out):
     T, H, D = x.shape
     half = D // 2
     grid = (triton.cdiv(T, TOKENS), triton.cdiv(H, BLOCK_H))
-    rotary_kernel[grid](
+    launch(rotary_kernel, grid,
         x, cos, sin, out, T, H, half,
         x.stride(0), x.stride(1), out.stride(0), out.stride(1), cos.stride(0),
         TOKENS=TOKENS, BLOCK_H=BLOCK_H, BLOCK_HALF=max(2, triton.next_power_of_2(half)),
         num_warps=NUM_WARPS,
     )
 '''
+)
 
 
 class RotaryHeads(Family):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kernels.render import FAST_LAUNCH
 from kernels.rowwise import LAUNCH_HELPER, RowwiseFamily
 
 TEMPLATE = '''$HEADER
@@ -52,13 +53,16 @@ def softmax_kernel(
             tl.store(y_rows + c[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
+''' + FAST_LAUNCH + '''
+
+
 ''' + LAUNCH_HELPER + '''
 
 
 def run(x, *, out):
     M, N = x.shape
     mode, block, grid = launch_shape(M, N)
-    softmax_kernel[grid](
+    launch(softmax_kernel, grid,
         x, out, M, N, x.stride(0), out.stride(0),
         ROWS=ROWS, BLOCK=block, ONE_PASS=mode == "one_pass",
         EVICTION="evict_first" if EVICT_FIRST else "",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kernels.render import FAST_LAUNCH
 from kernels.rowwise import LAUNCH_HELPER, RowwiseFamily
 
 TEMPLATE = '''$HEADER
@@ -33,13 +34,16 @@ def sum_kernel(
     tl.store(y_ptr + rows, tl.sum(acc, axis=1), mask=row_ok)
 
 
+''' + FAST_LAUNCH + '''
+
+
 ''' + LAUNCH_HELPER + '''
 
 
 def run(x, *, out):
     M, N = x.shape
     mode, block, grid = launch_shape(M, N)
-    sum_kernel[grid](
+    launch(sum_kernel, grid,
         x, out, M, N, x.stride(0),
         ROWS=ROWS, BLOCK=block, ONE_PASS=mode == "one_pass",
         EVICTION="evict_first" if EVICT_FIRST else "",

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
+import time
 
 from django.conf import settings
 from django.core.management import call_command
@@ -52,20 +54,19 @@ class Command(BaseCommand):
             self._start_redis(supervisor, env)
             queues = self._start_workers(supervisor, env)
             env["KF_QUEUES"] = ",".join(queues)
-            supervisor.start(
-                "web",
-                [
-                    sys.executable,
-                    "-m",
-                    "daphne",
-                    "-b",
-                    host,
-                    "-p",
-                    str(port),
-                    "webapp.asgi:application",
-                ],
-                env=env,
-            )
+            daphne = [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                host,
+                "-p",
+                str(port),
+                "webapp.asgi:application",
+            ]
+            web = supervisor.start("web", daphne, env=env)
+            if not _wait_for_port(host, port, alive=lambda: web.running, timeout_s=90):
+                raise CommandError(f"the web server did not start listening on {host}:{port}")
             shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
             say("")
             say(f"KernelForge is up: http://{shown}:{port}/")
@@ -148,6 +149,20 @@ class Command(BaseCommand):
     def _say(self, text: str) -> None:
         self.stdout.write(text)
         self.stdout.flush()
+
+
+def _wait_for_port(host: str, port: int, *, alive, timeout_s: float) -> bool:  # noqa: ANN001
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and alive():
+        try:
+            with socket.create_connection((host, port), timeout=1) as sock:
+                # A connect to a free ephemeral port can "succeed" by connecting to itself.
+                if sock.getsockname() != sock.getpeername():
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.3)
+    return False
 
 
 def _raise_keyboard_interrupt(signum: int, frame: object) -> None:

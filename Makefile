@@ -1,0 +1,42 @@
+# KernelForge: `make up` runs the product on this machine; `make test` runs lint and every test.
+# Both work on a fresh clone: they create .venv and install the pinned requirements first.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: up test lint format system-deps install
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	touch $(STAMP)
+
+# Debian's chromium for the browser test, and a compose CLI to validate docker/compose.yml.
+system-deps:
+	@missing=""; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+up: $(STAMP)
+	$(BIN)/python manage.py up
+
+test: $(STAMP) system-deps
+	$(BIN)/ruff check .
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check webapp workers manage.py conftest.py tests agents/standin.py
+
+format: $(STAMP)
+	$(BIN)/ruff format webapp workers manage.py conftest.py tests agents/standin.py

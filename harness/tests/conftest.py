@@ -1,0 +1,61 @@
+"""Shared helpers for the harness tests: evaluate a fixture candidate by file name."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import kernels
+from harness import Candidate, EvalConfig, evaluate
+from harness.device import gpu_visible
+
+EXPLOITS = Path(__file__).parent / "exploits"
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def pytest_collection_modifyitems(config, items):
+    if gpu_visible():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU; none is visible")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def source(name: str, **replace: object) -> str:
+    text = (EXPLOITS / f"{name}.py").read_text()
+    for key, value in replace.items():
+        text = text.replace(f"{key} = 0", f"{key} = {value!r}", 1)
+    return text
+
+
+def run_fixture(name: str, problem=None, *, source_text: str | None = None, **config):
+    problem = problem or kernels.parse_problem("matmul", "64x48x32", "fp16", "NN")
+    config.setdefault("quick", True)
+    if not gpu_visible():
+        config.setdefault("time_candidate", False)
+    return evaluate(Candidate(source_text or source(name)), problem, config=EvalConfig(**config))
+
+
+def checks(evaluation) -> set[str]:
+    return {f.check for f in evaluation.findings}
+
+
+def failed_stages(evaluation) -> set[str]:
+    return {s.name for s in evaluation.stages if not s.passed}
+
+
+@pytest.fixture
+def secret_env(monkeypatch):
+    """Secrets as a Celery worker would hold them; the sandbox must not pass them on."""
+    values = {
+        "OPENAI_API_KEY": "sk-kf-test-not-a-real-key",
+        "DATABASE_URL": "postgres://kf:hunter2@127.0.0.1/kf",
+        "REDIS_URL": "redis://:hunter2@127.0.0.1:6379/0",
+    }
+    for k, v in values.items():
+        monkeypatch.setenv(k, v)
+    assert os.environ["OPENAI_API_KEY"] == values["OPENAI_API_KEY"]
+    return values

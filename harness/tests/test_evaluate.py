@@ -1,0 +1,59 @@
+"""evaluate() on the CPU: the interpreter path, typed results and compile failures."""
+
+from __future__ import annotations
+
+import kernels
+from harness import Backend, Candidate, EvalConfig, Evaluation, Regime, Verdict, evaluate
+from harness.tests.conftest import run_fixture, source
+
+
+def test_it_times_under_the_interpreter_and_labels_the_numbers_as_such():
+    ev = run_fixture("honest_triton_matmul", time_candidate=True, device="cpu")
+    assert ev.verdict is Verdict.PASSED, ev.error
+    assert ev.timings.regime is Regime.INTERPRETER
+    assert ev.device.kind == "interpreter"
+    assert ev.timings.candidate.samples >= 3
+    assert "torch" in ev.timings.speedups
+    assert ev.pct_of_roof is None and not ev.implausible
+    assert any(s.name == "recheck_after_timing" and s.passed for s in ev.stages)
+
+
+def test_it_evaluates_a_second_op():
+    problem = kernels.parse_problem("rmsnorm", "37x200", "fp16")
+    ev = run_fixture("honest_triton_rmsnorm", problem)
+    assert ev.verdict is Verdict.PASSED, ev.error
+    assert {"smoke", "shape_sweep", "adversarial"} <= {s.name for s in ev.stages}
+
+
+def test_it_checks_bf16_as_fp16_in_the_interpreter():
+    problem = kernels.parse_problem("matmul", "32x16x24", "bf16", "NN")
+    ev = run_fixture("honest_triton_matmul", problem, device="cpu")
+    assert ev.verdict is Verdict.PASSED, ev.error
+    assert "interpreter_dtype" in {f.check for f in ev.findings}
+
+
+def test_it_round_trips_an_evaluation_through_json():
+    ev = run_fixture("honest_triton_matmul", time_candidate=True, device="cpu")
+    again = Evaluation.from_dict(ev.to_dict())
+    assert again.verdict is ev.verdict
+    assert again.timings.candidate.median_us == ev.timings.candidate.median_us
+    assert again.stages[0].name == ev.stages[0].name
+
+
+def test_it_reports_a_module_that_does_not_import_as_a_compile_error():
+    ev = run_fixture("x", source_text="def run(a, b, *, out):\n    return (\n")
+    assert ev.verdict is Verdict.COMPILE_ERROR
+    assert "SyntaxError" in ev.compile.log
+
+
+def test_it_reports_a_module_without_run_as_a_compile_error():
+    ev = run_fixture("x", source_text="def kernel():\n    pass\n")
+    assert ev.verdict is Verdict.COMPILE_ERROR
+    assert "run" in ev.compile.log
+
+
+def test_it_says_cuda_candidates_need_a_gpu_when_there_is_none():
+    problem = kernels.parse_problem("matmul", "32x16x24", "fp16", "NN")
+    cand = Candidate(source("honest_torch_matmul"), backend=Backend.CUDA)
+    ev = evaluate(cand, problem, config=EvalConfig(device="cpu"))
+    assert ev.verdict is Verdict.COMPILE_ERROR and "GPU" in ev.error

@@ -1,0 +1,128 @@
+"""GPU-only: side streams, poisoned contexts, timing, baselines, ceilings, ncu, CUDA C++.
+
+Run on an H100/H200 with `bash harness/tests/gpu_run.sh`; set KF_RESULTS_DIR to keep the
+numbers (JSON) and the recorded .ncu-rep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+import kernels
+from harness import Backend, Candidate, EvalConfig, Regime, Verdict, device_ceilings, evaluate, profile
+from harness.tests.conftest import checks, run_fixture, source
+
+pytestmark = pytest.mark.gpu
+BIG = ("matmul", "4096x4096x4096")
+
+
+def _record(name: str, data: dict) -> None:
+    out = os.environ.get("KF_RESULTS_DIR")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / f"{name}.json").write_text(json.dumps(data, indent=2, default=str))
+
+
+def _timing_summary(ev) -> dict:
+    t = ev.timings
+    return {
+        "verdict": ev.verdict.value,
+        "regime": t.regime.value if t else None,
+        "protocol": t.protocol if t else None,
+        "candidate_us": t.candidate.__dict__ if t else None,
+        "baselines_us": {k: v.__dict__ for k, v in t.baselines.items()} if t else None,
+        "speedups": t.speedups if t else None,
+        "speedup_ci": t.speedup_ci if t else None,
+        "noise": t.noise if t else None,
+        "tflops": ev.tflops,
+        "pct_of_roof": ev.pct_of_roof,
+        "implausible": ev.implausible,
+        "findings": [f.__dict__ for f in ev.findings],
+        "checks": ev.checks,
+        "isolation": ev.isolation,
+        "kernels": ev.kernels,
+        "device": ev.device.__dict__ if ev.device else None,
+        "duration_s": ev.duration_s,
+    }
+
+
+def test_it_measures_device_ceilings_once_and_caches_them():
+    info = device_ceilings()
+    assert info.kind == "cuda" and "H" in info.name
+    assert info.peak_tflops > 200 and info.peak_gbps > 1000
+    _record("device_ceilings", info.__dict__)
+
+
+def test_it_reads_torch_matmul_against_itself_as_one_within_noise():
+    problem = kernels.parse_problem(*BIG, "bf16", "NN")
+    ev = run_fixture("honest_torch_matmul", problem, quick=False, baselines=("torch", "cublaslt"), max_samples=300)
+    _record("matmul_vs_itself_4096_bf16", _timing_summary(ev))
+    assert ev.verdict is Verdict.PASSED, ev.error
+    s, noise = ev.timings.speedups["torch"], ev.timings.noise
+    assert abs(s - 1.0) <= max(noise, 0.02), (s, noise)
+    assert ev.timings.candidate.samples >= 100
+    assert "cublaslt" in ev.timings.baselines, ev.checks.get("baseline_errors")
+    assert 20 < ev.pct_of_roof < 110 and not ev.implausible
+
+
+def test_it_times_the_server_regime_and_torch_compile():
+    problem = kernels.parse_problem("matmul", "1024x1024x1024", "fp16", "NN")
+    ev = run_fixture("honest_triton_matmul", problem, regime=Regime.SERVER, baselines=("torch", "compile"))
+    _record("server_regime_1024_fp16", _timing_summary(ev))
+    assert ev.verdict is Verdict.PASSED, ev.error
+    assert ev.timings.regime is Regime.SERVER
+    assert "compile" in ev.timings.baselines, ev.checks.get("baseline_errors")
+
+
+def test_it_catches_a_side_stream_gemm():
+    problem = kernels.parse_problem(*BIG, "fp16", "NN")
+    ev = run_fixture("exploit_side_stream", problem)
+    _record("exploit_side_stream_4096_fp16", _timing_summary(ev))
+    assert ev.verdict is Verdict.CHEAT
+    assert "side_stream" in checks(ev)
+
+
+def test_it_catches_a_cached_result_on_reused_gpu_buffers():
+    problem = kernels.parse_problem("matmul", "2048x2048x2048", "fp16", "NN")
+    ev = run_fixture("exploit_cached_result", problem)
+    _record("exploit_cached_result_2048_fp16", _timing_summary(ev))
+    assert ev.verdict is Verdict.INCORRECT
+    assert any(s.name == "recheck_after_timing" and not s.passed for s in ev.stages)
+
+
+def test_it_survives_an_illegal_memory_access_and_the_gpu_stays_usable():
+    ev = run_fixture("exploit_illegal_address")
+    assert ev.verdict is Verdict.CRASH, (ev.verdict, ev.error)
+    after = run_fixture("honest_triton_matmul")
+    assert after.verdict is Verdict.PASSED, after.error
+
+
+def test_it_profiles_exactly_the_candidate_kernel_with_ncu():
+    problem = kernels.parse_problem(*BIG, "fp16", "NN")
+    prof = profile(Candidate(source("honest_triton_matmul")), problem)
+    assert not prof.error, prof.error
+    assert prof.kernels == ["_matmul"]
+    assert prof.metrics["sm_pct"] is not None and prof.metrics["duration_ns"] > 0
+    assert Path(prof.report_path).exists()
+    out = os.environ.get("KF_RESULTS_DIR")
+    if out:
+        shutil.copy(prof.report_path, Path(out) / "h100_triton_matmul_4096_fp16.ncu-rep")
+    _record("profile_triton_matmul_4096_fp16", prof.to_dict())
+
+
+def test_it_builds_a_cuda_candidate_once_and_reports_its_resources():
+    problem = kernels.parse_problem("matmul", "512x384x256", "fp16", "NN")
+    cand = Candidate(source("honest_cuda_matmul"), backend=Backend.CUDA)
+    first = evaluate(cand, problem, config=EvalConfig(quick=True))
+    assert first.verdict is Verdict.PASSED, first.error
+    assert first.compile.registers and first.compile.registers > 0
+    second = evaluate(cand, problem, config=EvalConfig(quick=True, time_candidate=False))
+    assert second.verdict is Verdict.PASSED, second.error
+    assert second.compile.cached and second.compile.seconds < first.compile.seconds
+    _record("cuda_candidate_512x384x256", {"first": first.compile.__dict__, "second": second.compile.__dict__,
+                                            "timing": _timing_summary(first)})

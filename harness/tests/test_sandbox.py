@@ -1,0 +1,147 @@
+"""The sandbox: a hang, a segfault or a fork bomb costs only that candidate; no secrets, no
+network, no writes outside the scratch folder; results need the per-run HMAC."""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import harness
+from harness import Verdict
+from harness.config import Limits
+from harness.sandbox import ChildStatus, _verify, run_child
+from harness.tests.conftest import run_fixture, source
+
+
+def _honest_still_passes():
+    ev = run_fixture("honest_torch_matmul")
+    assert ev.verdict is Verdict.PASSED, ev.error
+
+
+def _no_process_left_with(marker: str) -> bool:
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in cmd:
+                return False
+    return True
+
+
+def test_it_kills_a_hung_candidate_at_the_wall_clock_limit_and_carries_on():
+    start = time.monotonic()
+    ev = run_fixture("exploit_hang", limits=Limits(wall_s=20))
+    assert ev.verdict is Verdict.TIMEOUT
+    assert time.monotonic() - start < 60
+    _honest_still_passes()
+
+
+def test_it_reports_a_segfault_as_a_crash():
+    ev = run_fixture("exploit_segfault")
+    assert ev.verdict is Verdict.CRASH
+    assert "SIGSEGV" in ev.error
+
+
+def test_it_contains_a_fork_bomb():
+    ev = run_fixture("exploit_fork_bomb", limits=Limits(wall_s=15, max_pids=64))
+    assert ev.verdict in (Verdict.TIMEOUT, Verdict.CRASH)
+    assert ev.isolation.get("cgroup") in ("v1", "v2"), ev.isolation
+    time.sleep(0.5)
+    assert _no_process_left_with("harness.sandbox_boot")
+    _honest_still_passes()
+
+
+def test_it_forbids_writes_outside_the_scratch_folder():
+    markers = [Path(harness.__file__).parent / "kf_pwned_marker", Path("/tmp/kf_pwned_marker")]
+    for m in markers:
+        m.unlink(missing_ok=True)
+    ev = run_fixture("exploit_write_outside")
+    assert ev.verdict is not Verdict.PASSED
+    assert "Permission denied" in ev.error or "PermissionError" in ev.error
+    assert not any(m.exists() for m in markers)
+    assert ev.isolation["filesystem"].startswith("landlock")
+
+
+def test_it_passes_no_secrets_to_the_candidate(secret_env):
+    ev = run_fixture("exploit_env_secrets")
+    assert ev.verdict is Verdict.PASSED, ev.error
+    assert "ENV NAMES" in ev.stdout_tail
+    for value in secret_env.values():
+        assert value not in ev.stdout_tail
+    assert "LEAK" not in ev.stdout_tail
+
+
+def test_it_cuts_the_candidate_off_the_network():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(0.2)
+    got: list[bytes] = []
+
+    def accept():
+        end = time.monotonic() + 30
+        while time.monotonic() < end and not got:
+            try:
+                conn, _ = listener.accept()
+                got.append(conn.recv(100) or b"connected")
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    port = listener.getsockname()[1]
+    ev = run_fixture("exploit_network", source_text=source("exploit_network", PORT=port))
+    listener.close()
+    thread.join(timeout=5)
+    assert not got
+    assert "NET blocked" in ev.stdout_tail
+    assert ev.isolation["network"] in ("netns", "userns+netns")
+
+
+def test_it_caps_captured_output():
+    with tempfile.TemporaryDirectory() as workdir:
+        res = run_child("selftest_flood", {"bytes": 5_000_000}, workdir, limits=Limits(output_cap_bytes=4096), cuda=False)
+    assert res.status is ChildStatus.OK, res.error
+    assert len(res.output) < 6000
+    assert "bytes dropped" in res.output
+
+
+def test_it_refuses_a_result_without_the_right_hmac():
+    key = b"k" * 32
+    import hashlib
+    import hmac
+    import json
+
+    body = json.dumps({"nonce": "n1", "status": "ok"}).encode()
+    good = hmac.new(key, body, hashlib.sha256).hexdigest().encode() + b"\n" + body
+    assert _verify(good, key, "n1")[0] is not None
+    assert _verify(good, key, "other-run")[0] is None
+    assert _verify(b"0" * 64 + b"\n" + body, key, "n1") == (None, "result message failed HMAC verification")
+    assert _verify(b"", key, "n1") == (None, "")
+
+
+@pytest.mark.parametrize("phase", ["oracle_prepare"])
+def test_it_starts_children_with_an_allow_listed_environment(phase, secret_env):
+    with tempfile.TemporaryDirectory() as workdir:
+        res = run_child("selftest_env", {}, workdir, limits=Limits(), cuda=False)
+    assert res.status is ChildStatus.OK, res.error
+    names = set(res.result["names"])
+    assert not names & set(secret_env)
+    assert res.result["cwd"] == os.path.realpath(workdir)
+    assert res.result["home"] == workdir
+
+
+def test_it_hands_settings_to_a_wrapped_child_through_a_private_file():
+    # ncu wraps the child when profiling and may not forward stdin or extra fds.
+    with tempfile.TemporaryDirectory() as workdir:
+        res = run_child("selftest_env", {}, workdir, limits=Limits(), cuda=False, wrapper=["env"])
+    assert res.status is ChildStatus.OK, (res.error, res.output[-2000:])
+    assert "KF_SETTINGS_FILE" not in res.result["names"]

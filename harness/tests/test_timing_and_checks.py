@@ -1,0 +1,122 @@
+"""Units of the timing statistics, closeness checks and static screening (no sandbox)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from harness import static_scan, timing
+from harness.compare import closeness, exact_mismatches
+from harness.cuda_ext import parse_res_usage
+from harness.results import Regime
+from kernels.problem import Tolerance
+
+TOL = Tolerance(rtol=1e-2, atol=1e-3)
+
+
+def test_it_summarizes_samples_with_median_iqr_and_stderr():
+    st = timing.summarize([1.0, 2.0, 3.0, 4.0, 100.0])
+    assert st.median_us == 3.0 and st.min_us == 1.0 and st.samples == 5
+    assert st.iqr_us > 0 and 0 < st.rel_stderr < 1
+
+
+def test_it_gives_a_speedup_interval_around_one_for_the_same_distribution():
+    xs = [100.0 + (i % 7) for i in range(200)]
+    lo, hi = timing.speedup_ci(xs, list(reversed(xs)))
+    assert lo <= 1.0 <= hi
+
+
+def test_it_stops_sampling_once_the_relative_error_is_small():
+    calls = {"n": 0}
+
+    def fn():
+        calls["n"] += 1
+        sum(range(2000))
+
+    out = timing.time_interleaved(
+        {"a": fn, "b": fn}, regime=Regime.INTERPRETER, min_samples=10, max_samples=10_000, target_rel_err=0.05
+    )
+    assert 10 <= len(out["a"].host_us) < 10_000
+    assert len(out["a"].host_us) == len(out["b"].host_us)
+
+
+def test_it_refuses_a_reference_with_nan():
+    ref = torch.tensor([1.0, float("nan")])
+    assert not closeness(ref.clone(), ref, TOL).ok
+
+
+def test_it_fails_all_zero_output_against_a_nonzero_reference():
+    ref = torch.full((4,), 1e-4)
+    c = closeness(torch.zeros(4), ref, TOL)
+    assert not c.ok and "all zeros" in c.detail
+
+
+def test_it_counts_unwritten_poison():
+    out = torch.tensor([1.0, float("nan"), float("nan")])
+    c = closeness(out, torch.ones(3), TOL)
+    assert not c.ok and c.unwritten == 2
+
+
+def test_it_measures_error_relative_to_magnitude():
+    ref = torch.tensor([1000.0, 0.001])
+    ok = closeness(ref * (1 + 5e-3), ref, TOL)
+    assert ok.ok and ok.worst < 1
+    bad = closeness(ref + torch.tensor([0.0, 0.01]), ref, TOL)
+    assert not bad.ok and math.isclose(bad.worst, 0.01 / (1e-3 + 1e-5), rel_tol=1e-3)
+
+
+def test_it_checks_exact_01_products_only_where_representable():
+    ref = torch.tensor([3.0, 5000.0])
+    assert exact_mismatches(torch.tensor([3.0, 4999.0]), ref, 2048.0) == (0, 1)
+    assert exact_mismatches(torch.tensor([2.0, 5000.0]), ref, 2048.0) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("source", "check"),
+    [
+        ("import threading\n", "static:thread"),
+        ("torch.Tensor._make_subclass(cls, x)\n", "static:lazy_output"),
+        ("torch.cuda.Event.elapsed_time = f\n", "static:timer_patch"),
+        ("with torch.cuda.stream(s):\n", "static:side_stream"),
+        ("for o in gc.get_objects(): pass\n", "static:introspection"),
+    ],
+)
+def test_it_screens_source_statically(source, check):
+    assert check in {f.check for f in static_scan.scan(source)}
+
+
+def test_it_does_not_flag_ordinary_names():
+    assert static_scan.scan("start_time = 0\nelapsed = end - start\n") == []
+
+
+def test_it_parses_cuobjdump_resource_usage():
+    text = (
+        "Resource usage:\n Function _Z3addPfS_:\n  REG:18 STACK:0 SHARED:0 LOCAL:0 CONSTANT[0]:368\n"
+        " Function _Z4gemmPfS_:\n  REG:96 STACK:16 SHARED:16384 LOCAL:24 CONSTANT[0]:380\n"
+    )
+    assert parse_res_usage(text) == {"registers": 96, "spills": 24, "shared_mem_bytes": 16384, "stack_bytes": 16}
+
+
+def test_it_flags_times_below_the_measured_roof_as_implausible():
+    import kernels
+    from harness.evaluation import _roofline
+    from harness.results import CompileResult, DeviceInfo, Evaluation, Timings, TimingStats, Verdict
+
+    problem = kernels.parse_problem("matmul", "4096x4096x4096", "bf16", "NN")
+    op = kernels.get_op("matmul")
+    device = DeviceInfo("NVIDIA H100", "cuda", peak_tflops=800.0, peak_gbps=3000.0)
+
+    def ev_at(us: float) -> Evaluation:
+        st = TimingStats(us, 1.0, us, us, 100, 0.001)
+        ev = Evaluation("c", problem.key, Verdict.PASSED, CompileResult(True), device=device)
+        ev.timings = Timings(Regime.OFFLINE, "kf-timing-v1", st, {"torch": st}, {"torch": 1.0})
+        _roofline(ev, op, problem)
+        return ev
+
+    honest = ev_at(200.0)  # 687 TFLOP/s: 86 % of the roof
+    assert not honest.implausible and 80 < honest.pct_of_roof < 90
+    fake = ev_at(38.0)  # the side-stream number: 3.6 PFLOP/s
+    assert fake.implausible and fake.pct_of_roof > 400
+    assert not fake.ok

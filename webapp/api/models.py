@@ -1,0 +1,53 @@
+"""API tokens (stored hashed) and the GPU budget a job was submitted with.
+
+A token is shown once, at creation. We keep its first characters (`prefix`) to find the row
+and a SHA-256 of the whole token to check it: the token is 32 random bytes, so a fast hash is
+enough (slow hashes defend guessable passwords, not random keys).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from webapp.accounts.models import Team
+from webapp.jobs.models import Job
+
+
+class ApiToken(models.Model):
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=80)
+    prefix = models.CharField(max_length=16, unique=True)
+    digest = models.CharField(max_length=64)  # sha256 hex of the whole token
+    # A token acts for its user in every team the user belongs to (all_teams), or only in
+    # `teams`; either way, never beyond the user's current memberships.
+    all_teams = models.BooleanField(default=True)
+    teams = models.ManyToManyField(Team, blank=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
+
+
+class JobBudget(models.Model):
+    """GPU minutes a job may spend, set at submission; the team's quota counts it while active."""
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, primary_key=True, related_name="budget")
+    gpu_minutes = models.PositiveIntegerField()
+    token = models.ForeignKey(
+        ApiToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    def __str__(self) -> str:
+        return f"{self.job_id}: {self.gpu_minutes} GPU min"

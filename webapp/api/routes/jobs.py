@@ -1,0 +1,371 @@
+"""Jobs: create (shape set or model file), list, read, cancel; their tasks and iterations;
+their event stream; their winning kernels."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Annotated, Literal
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist
+from django.db.models import Count, Max, Q, QuerySet
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.urls import reverse
+from ninja import File, Form, Path, Query, Router, Status
+from ninja.files import UploadedFile
+
+from webapp.api import archive, events, selectors, services
+from webapp.api.errors import ApiError, ErrorCode
+from webapp.api.routes.common import ERRORS, principal
+from webapp.api.schemas import (
+    ErrorOut,
+    IterationOut,
+    IterationPage,
+    JobCreateIn,
+    JobDetailOut,
+    JobPage,
+    TaskOut,
+    WinnersOut,
+)
+from webapp.jobs import selectors as job_selectors
+from webapp.jobs.models import Job, Task
+from webapp.jobs.shapes import ShapeFormat
+
+router = Router(tags=["jobs"])
+
+PG_INT_MAX = 2**31 - 1  # seq and counters are 32-bit columns
+PG_BIGINT_MAX = 2**63 - 1
+JobId = Annotated[uuid.UUID, Path(description="The job's id.")]
+Seq = Annotated[int, Query(ge=0, le=PG_INT_MAX)]
+JobStatus = Literal["queued", "running", "done", "failed", "cancelled", "awaiting_profiler"]
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _job_or_404(request: HttpRequest, job_id: uuid.UUID) -> Job:
+    job = selectors.job_for_principal(principal=principal(request), job_id=job_id)
+    if job is None:
+        raise ApiError(ErrorCode.NOT_FOUND, "No such job among this token's teams.")
+    return job
+
+
+def _gpu_minutes(job: Job) -> int | None:
+    try:
+        return job.budget.gpu_minutes
+    except ObjectDoesNotExist:
+        return None
+
+
+def _job_out(request: HttpRequest, job: Job) -> dict:
+    return {
+        "id": job.id,
+        "title": job.title,
+        "team": job.team.slug,
+        "kind": job.kind,
+        "status": job.status,
+        "terminal": job.is_terminal,
+        "cancel_requested": job.cancel_requested,
+        "created_at": job.created_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "last_seq": job.last_seq,
+        "gpu_minutes": _gpu_minutes(job),
+        "web_url": request.build_absolute_uri(reverse("jobs:detail", args=[job.id])),
+    }
+
+
+def _tasks(job: Job) -> QuerySet[Task]:
+    return (
+        Task.objects.filter(job=job)
+        .select_related("problem")
+        .annotate(
+            n_iterations=Count("iterations"),
+            best=Max("iterations__speedup", filter=Q(iterations__verdict="kept")),
+        )
+        .order_by("id")
+    )
+
+
+def _task_out(task: Task) -> dict:
+    return {
+        "id": task.id,
+        "problem": task.problem.key,
+        "queue": task.queue,
+        "status": task.status,
+        "attempt": task.attempt,
+        "stop_reason": task.stop_reason,
+        "error": task.error,
+        "started_at": task.started_at,
+        "finished_at": task.finished_at,
+        "iterations": task.n_iterations,
+        "best_speedup": task.best,
+    }
+
+
+def _job_detail(request: HttpRequest, job: Job) -> dict:
+    problems = [
+        {
+            "position": p.position,
+            "key": p.key,
+            "op": p.op,
+            "shape": list(p.shape),
+            "dtype": p.dtype,
+            "layout": p.layout,
+        }
+        for p in job.problems.all()
+    ]
+    tasks = [_task_out(t) for t in _tasks(job)]
+    return {**_job_out(request, job), "problems": problems, "tasks": tasks}
+
+
+# --- jobs ------------------------------------------------------------------------------------
+
+
+@router.post(
+    "/jobs",
+    response={201: JobDetailOut, 429: ErrorOut, **ERRORS},
+    summary="Create a job from a shape set",
+)
+def job_create(request: HttpRequest, payload: JobCreateIn) -> Status:
+    """Same validation as the web form; counts against the team's quotas (429 when full)."""
+    if payload.problems is not None:
+        shapes, fmt = _problems_json(payload), ShapeFormat.JSON
+    else:
+        shapes, fmt = payload.shapes or "", ShapeFormat(payload.format)
+    job = services.job_submit_shapes(
+        principal=principal(request),
+        team_slug=payload.team,
+        title=payload.title or "Shape set from the API",
+        shapes=shapes,
+        fmt=fmt,
+        queue=payload.queue,
+        gpu_minutes=payload.gpu_minutes,
+    )
+    return Status(201, _job_detail(request, job))
+
+
+def _problems_json(payload: JobCreateIn) -> str:
+    return json.dumps([p.dict() for p in payload.problems or []])
+
+
+@router.post(
+    "/jobs/model",
+    response={201: JobDetailOut, 429: ErrorOut, **ERRORS},
+    summary="Create a job from a model file (multipart)",
+)
+def job_create_from_model(
+    request: HttpRequest,
+    team: Annotated[str, Form(min_length=1, max_length=90)],
+    model_file: File[UploadedFile],
+    title: Annotated[str, Form(min_length=1, max_length=120)] = "Model from the API",
+    gpu_minutes: Annotated[int | None, Form(ge=1, le=1_000_000)] = None,
+) -> Status:
+    """The file is stored with the job, which waits for the model profiler (a later release)."""
+    job = services.job_submit_model(
+        principal=principal(request),
+        team_slug=team,
+        title=title,
+        model_file=model_file,
+        gpu_minutes=gpu_minutes,
+    )
+    return Status(201, _job_detail(request, job))
+
+
+@router.get("/jobs", response={200: JobPage, **ERRORS}, summary="List jobs, newest first")
+def job_list(
+    request: HttpRequest,
+    team: Annotated[str | None, Query(max_length=90, description="A team's slug")] = None,
+    status: Annotated[JobStatus | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    offset: Annotated[int, Query(ge=0, le=PG_INT_MAX)] = 0,
+) -> dict:
+    jobs = selectors.jobs_for_principal(principal=principal(request)).select_related("budget")
+    if team:
+        jobs = jobs.filter(team__slug=team)
+    if status:
+        jobs = jobs.filter(status=status)
+    return {
+        "count": jobs.count(),
+        "items": [_job_out(request, job) for job in jobs[offset : offset + limit]],
+    }
+
+
+@router.get("/jobs/{job_id}", response={200: JobDetailOut, **ERRORS}, summary="Read a job")
+def job_read(request: HttpRequest, job_id: JobId) -> dict:
+    return _job_detail(request, _job_or_404(request, job_id))
+
+
+@router.post(
+    "/jobs/{job_id}/cancel",
+    response={202: JobDetailOut, 409: ErrorOut, **ERRORS},
+    summary="Cancel a job",
+)
+def job_cancel(request: HttpRequest, job_id: JobId) -> Status:
+    """Queued tasks are cancelled now; running ones stop at their next step, keeping their best."""
+    job = services.job_cancel(principal=principal(request), job=_job_or_404(request, job_id))
+    return Status(202, _job_detail(request, job))
+
+
+# --- tasks and iterations ---------------------------------------------------------------------
+
+
+@router.get("/jobs/{job_id}/tasks", response={200: list[TaskOut], **ERRORS}, summary="A job's tasks")
+def task_list(request: HttpRequest, job_id: JobId) -> list[dict]:
+    return [_task_out(t) for t in _tasks(_job_or_404(request, job_id))]
+
+
+@router.get("/jobs/{job_id}/tasks/{task_id}", response={200: TaskOut, **ERRORS}, summary="A task")
+def task_read(
+    request: HttpRequest, job_id: JobId, task_id: Annotated[int, Path(ge=1, le=PG_BIGINT_MAX)]
+) -> dict:
+    task = _tasks(_job_or_404(request, job_id)).filter(id=task_id).first()
+    if task is None:
+        raise ApiError(ErrorCode.NOT_FOUND, "No such task in this job.")
+    return _task_out(task)
+
+
+@router.get(
+    "/jobs/{job_id}/iterations",
+    response={200: IterationPage, **ERRORS},
+    summary="A job's iterations, in seq order",
+)
+def iteration_list(
+    request: HttpRequest,
+    job_id: JobId,
+    after: Seq = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> dict:
+    """Summaries without sources; page with `after` = the last `seq` you saw."""
+    job = _job_or_404(request, job_id)
+    items = job_selectors.iterations_after(job_id=job.id, after_seq=after, limit=limit)
+    return {"items": items, "next_after": items[-1]["seq"] if items else after}
+
+
+@router.get(
+    "/jobs/{job_id}/iterations/{seq}",
+    response={200: IterationOut, **ERRORS},
+    summary="One iteration in full: source, evaluation, profile",
+)
+def iteration_read(
+    request: HttpRequest, job_id: JobId, seq: Annotated[int, Path(ge=1, le=PG_INT_MAX)]
+) -> dict:
+    it = selectors.iteration_detail(job=_job_or_404(request, job_id), seq=seq)
+    if it is None:
+        raise ApiError(ErrorCode.NOT_FOUND, "No iteration with this seq in this job.")
+    return {
+        **job_selectors.iteration_event(it),
+        "attempt": it.attempt,
+        "family": it.family,
+        "params": it.params,
+        "source": it.source,
+        "evaluation": it.evaluation,
+        "profile": it.profile,
+        "gpu_s": it.gpu_s,
+        "llm_tokens": it.llm_tokens,
+        "llm_cost_usd": it.llm_cost_usd,
+        "created_at": it.created_at,
+    }
+
+
+# --- events ----------------------------------------------------------------------------------
+
+EVENTS_DOC = {
+    "responses": {
+        "200": {
+            "description": (
+                "A text/event-stream: `status` events (the job and its tasks), `iteration` "
+                "events with `id:` = seq, then `end` when the job is over (or `timeout` after "
+                "`max_s`). Reconnect with `Last-Event-ID` or `?after=` to resume."
+            ),
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        }
+    }
+}
+
+
+@router.get(
+    "/jobs/{job_id}/events",
+    response=ERRORS,
+    summary="Stream a job's events (server-sent events)",
+    openapi_extra=EVENTS_DOC,
+)
+async def job_events(
+    request: HttpRequest,
+    job_id: JobId,
+    after: Seq = 0,
+    max_s: Annotated[float, Query(gt=0, le=3600)] = 3600,
+) -> HttpResponse:
+    """See the description of the 200 response for the wire format."""
+    job = await sync_to_async(_job_or_404)(request, job_id)
+    last_event_id = request.headers.get("Last-Event-ID", "")
+    if last_event_id.isdigit():
+        after = max(after, min(int(last_event_id), PG_INT_MAX))
+    stream = events.job_event_stream(
+        job_id=job.id, after=after, max_s=max_s, poll_s=settings.KF_API_SSE_POLL_S
+    )
+    response = StreamingHttpResponse(stream, content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # proxies must not buffer the stream
+    return response
+
+
+# --- winners ---------------------------------------------------------------------------------
+
+
+@router.get(
+    "/jobs/{job_id}/winners",
+    response={200: WinnersOut, **ERRORS},
+    summary="The best kept kernel per problem",
+)
+def winners(request: HttpRequest, job_id: JobId) -> dict:
+    job = _job_or_404(request, job_id)
+    found = selectors.job_winners(job=job)
+    won = {w.task.problem_id for w in found}
+    return {
+        "job": job.id,
+        "winners": [
+            {
+                "task": w.task.id,
+                "problem": w.task.problem.key,
+                "seq": w.iteration.seq,
+                "candidate_id": w.iteration.candidate_id,
+                "speedup": w.iteration.speedup,
+                "interpreter": w.interpreter,
+                "device": (w.iteration.evaluation or {}).get("device") or {},
+                "path": archive.winner_path(w),
+            }
+            for w in found
+        ],
+        "problems_without_winner": [p.key for p in job.problems.all() if p.id not in won],
+    }
+
+
+DOWNLOAD_DOC = {
+    "responses": {
+        "200": {
+            "description": "A zip: manifest.json (provenance) and one kernel.py per won problem.",
+            "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}},
+        }
+    }
+}
+
+
+@router.get(
+    "/jobs/{job_id}/download",
+    response=ERRORS,
+    summary="Download the winning kernels as a zip",
+    openapi_extra=DOWNLOAD_DOC,
+)
+def download(request: HttpRequest, job_id: JobId) -> HttpResponse:
+    """404 with code `no_winners` while no problem of the job has a kept kernel."""
+    job = _job_or_404(request, job_id)
+    found = selectors.job_winners(job=job)
+    if not found:
+        raise ApiError(ErrorCode.NO_WINNERS, "This job has no kept kernel yet.")
+    data = archive.winners_zip(job, found, list(job.problems.all()))
+    response = HttpResponse(data, content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="kernelforge-{job.id}.zip"'
+    return response

@@ -1,0 +1,224 @@
+"""Request and response shapes of API v1 (they are the OpenAPI schema at /api/docs)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from ninja import Field, Schema
+from pydantic import model_validator
+
+from webapp.api.errors import ErrorCode
+
+# --- errors
+
+
+class ErrorBody(Schema):
+    code: ErrorCode
+    message: str
+    details: list[Any] = []
+
+
+class ErrorOut(Schema):
+    error: ErrorBody
+
+
+# --- who am I
+
+
+class TeamUsageOut(Schema):
+    active_jobs: int
+    max_active_jobs: int
+    gpu_minutes_used: float
+    gpu_minutes_reserved: float
+    gpu_minutes_available: float
+    gpu_minutes_quota: int
+    window_days: int
+
+
+class TeamOut(Schema):
+    slug: str
+    name: str
+    usage: TeamUsageOut
+
+
+class TokenOut(Schema):
+    name: str
+    prefix: str
+    all_teams: bool
+    created_at: datetime
+    last_used_at: datetime | None
+
+
+class MeOut(Schema):
+    username: str
+    token: TokenOut
+    teams: list[TeamOut]
+
+
+# --- jobs
+
+
+class ProblemIn(Schema):
+    op: str = Field(min_length=1, max_length=40)
+    shape: str | list[int] = Field(description="e.g. '4096x4096x4096' or [4096, 4096, 4096]")
+    dtype: str = Field(min_length=1, max_length=10)
+    layout: str = Field("", max_length=20)
+
+
+class JobCreateIn(Schema):
+    team: str = Field(min_length=1, max_length=90, description="The team's slug.")
+    title: str | None = Field(None, max_length=120)
+    shapes: str | None = Field(
+        None,
+        max_length=1_000_000,
+        description="A shape set as CSV (with a header), JSON or YAML text, as on the web form.",
+    )
+    format: Literal["auto", "csv", "json", "yaml"] = "auto"
+    problems: list[ProblemIn] | None = Field(
+        None, max_length=1000, description="Instead of `shapes`: the problems as a list."
+    )
+    queue: str | None = Field(None, max_length=40, description="Worker queue; default the first.")
+    gpu_minutes: int | None = Field(
+        None, ge=1, le=1_000_000, description="GPU-minute budget; counts against the team's quota."
+    )
+
+    @model_validator(mode="after")
+    def one_source(self) -> JobCreateIn:
+        if (self.shapes is None) == (self.problems is None):
+            raise ValueError("give exactly one of `shapes` (text) or `problems` (a list)")
+        return self
+
+
+class ProblemOut(Schema):
+    position: int
+    key: str
+    op: str
+    shape: list[int]
+    dtype: str
+    layout: str
+
+
+class TaskOut(Schema):
+    id: int
+    problem: str
+    queue: str
+    status: str
+    attempt: int
+    stop_reason: str
+    error: str
+    started_at: datetime | None
+    finished_at: datetime | None
+    iterations: int
+    best_speedup: float | None
+
+
+class JobOut(Schema):
+    id: uuid.UUID
+    title: str
+    team: str
+    kind: str
+    status: str
+    terminal: bool
+    cancel_requested: bool
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    last_seq: int
+    gpu_minutes: int | None
+    web_url: str
+
+
+class JobDetailOut(JobOut):
+    problems: list[ProblemOut]
+    tasks: list[TaskOut]
+
+
+class JobPage(Schema):
+    count: int
+    items: list[JobOut]
+
+
+# --- iterations
+
+
+class IterationSummaryOut(Schema):
+    seq: int
+    task: int
+    problem: str
+    index: int
+    parent: int | None
+    verdict: str
+    verdict_label: str
+    hypothesis: str
+    reason: str
+    candidate_id: str
+    speedup: float | None
+    best_speedup: float | None
+    elapsed_s: float
+    has_profile: bool
+
+
+class IterationOut(IterationSummaryOut):
+    attempt: int
+    family: str
+    params: dict[str, Any]
+    source: str
+    evaluation: dict[str, Any] | None
+    profile: dict[str, Any] | None
+    gpu_s: float
+    llm_tokens: int
+    llm_cost_usd: float
+    created_at: datetime
+
+
+class IterationPage(Schema):
+    items: list[IterationSummaryOut]
+    next_after: int = Field(description="Pass as `after` to get the following page.")
+
+
+# --- winners and leaderboards
+
+
+class WinnerOut(Schema):
+    task: int
+    problem: str
+    seq: int
+    candidate_id: str
+    speedup: float
+    interpreter: bool = Field(description="Timed in the Triton interpreter (CPU): never ranked.")
+    device: dict[str, Any]
+    path: str = Field(description="Where the source lies in the download's zip.")
+
+
+class WinnersOut(Schema):
+    job: uuid.UUID
+    winners: list[WinnerOut]
+    problems_without_winner: list[str]
+
+
+class LeaderboardEntryOut(Schema):
+    rank: int
+    speedup: float
+    job_id: uuid.UUID
+    job_title: str
+    team_slug: str
+    team_name: str
+    seq: int
+    candidate_id: str
+    created_at: datetime
+
+
+class LeaderboardGroupOut(Schema):
+    problem_key: str
+    op: str
+    shape: list[int]
+    dtype: str
+    layout: str
+    device: str
+    entries: list[LeaderboardEntryOut]
+
+
+class LeaderboardOut(Schema):
+    groups: list[LeaderboardGroupOut]

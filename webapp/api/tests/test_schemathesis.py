@@ -1,0 +1,70 @@
+"""Property-based run of the OpenAPI schema (schemathesis): no input makes the server fail.
+
+Every operation gets generated valid and invalid requests with a real token against the real
+database. Path job ids that are well-formed are pointed at a real, finished job of the
+caller's team, so the deeper code (tasks, iterations, the event stream, the zip) runs too.
+"""
+
+import uuid
+
+import pytest
+import schemathesis
+from django.core import signals
+from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
+from hypothesis import HealthCheck, settings
+from schemathesis import GenerationMode
+
+from webapp.api import services
+from webapp.api.tests.conftest import FakeWorker
+from webapp.jobs import services as job_services
+from webapp.jobs.models import Task
+
+MAX_EXAMPLES = 30  # per operation and mode; about a minute for the whole run here
+
+schema = schemathesis.openapi.from_wsgi("/api/openapi.json", get_wsgi_application())
+schema.config.generation.update(
+    modes=[GenerationMode.POSITIVE, GenerationMode.NEGATIVE], max_examples=MAX_EXAMPLES
+)
+
+
+@pytest.fixture
+def keep_test_connection():
+    """As django.test.Client does: the WSGI app must not close the test's transaction."""
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    yield
+    signals.request_started.connect(close_old_connections)
+    signals.request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def world(db, keep_test_connection, alice, team, problems, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        job = job_services.job_create_from_shapes(
+            user=alice, team=team, title="fuzzed", problems=problems, queue="cpu"
+        )
+    for task in Task.objects.filter(job=job):
+        worker = FakeWorker(task.id)
+        worker.iterate(verdict="baseline")
+        worker.iterate(verdict="kept", speedup=1.3)
+        worker.finish()
+    _, raw = services.token_create(user=alice, name="fuzz")
+    return {"token": raw, "job": str(job.id)}
+
+
+@schema.parametrize()
+@settings(deadline=None, suppress_health_check=list(HealthCheck))
+def test_it_never_answers_a_generated_request_with_a_server_error(case, world):
+    job_id = (case.path_parameters or {}).get("job_id")
+    if isinstance(job_id, str) and _is_uuid(job_id):
+        case.path_parameters["job_id"] = world["job"]
+    case.call_and_validate(headers={"Authorization": f"Bearer {world['token']}"})
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
