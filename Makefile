@@ -15,6 +15,7 @@ $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .  # the kforge command
 	touch $(STAMP)
 
 # Debian's chromium for the browser test, and a compose CLI to validate docker/compose.yml.
@@ -36,7 +37,7 @@ test: $(STAMP) system-deps
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check webapp workers manage.py conftest.py tests agents/standin.py
+	$(BIN)/ruff format --check webapp workers kforge manage.py conftest.py tests agents/standin.py
 
 format: $(STAMP)
-	$(BIN)/ruff format webapp workers manage.py conftest.py tests agents/standin.py
+	$(BIN)/ruff format webapp workers kforge manage.py conftest.py tests agents/standin.py

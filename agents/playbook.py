@@ -25,7 +25,7 @@ ROLES: dict[str, re.Pattern[str]] = {
     "swizzle": re.compile(r"GROUP|SWIZZLE", re.I),
     "split": re.compile(r"SPLIT", re.I),
     "work": re.compile(r"ROWS|PER_PROGRAM|WORK", re.I),
-    "persistence": re.compile(r"PERSIST|NUM_SMS|NUM_PROGRAMS", re.I),
+    "persistence": re.compile(r"PERSIST|NUM_SMS|NUM_PROGRAMS|PER_SM", re.I),
 }
 
 # Direction per role for each bottleneck: +1 larger / more, -1 smaller / fewer.

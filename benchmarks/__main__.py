@@ -29,7 +29,9 @@ def device_info() -> dict:
     try:
         driver = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=20,
+            capture_output=True,
+            text=True,
+            timeout=20,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         driver = ""
@@ -48,8 +50,11 @@ def print_table(outcomes, regimes, baselines) -> dict:
     from benchmarks.run import geomean
 
     cols = [f"{b}/{r}" for r in regimes for b in baselines]
-    print(f"\n{'problem':28} {'family':24} {'us':>9} {'TFLOP/s':>8} {'GB/s':>7} {'%roof':>6} "
-          + " ".join(f"{c:>16}" for c in cols) + "  gate")
+    print(
+        f"\n{'problem':28} {'family':24} {'us':>9} {'TFLOP/s':>8} {'GB/s':>7} {'%roof':>6} "
+        + " ".join(f"{c:>16}" for c in cols)
+        + "  gate"
+    )
     per_col: dict[str, list[float]] = {c: [] for c in cols}
     for o in outcomes:
         if o.error or not o.timings:
@@ -66,16 +71,25 @@ def print_table(outcomes, regimes, baselines) -> dict:
                 cells.append(f"{x:16.3f}" if x else f"{'-':>16}")
         tf = f"{o.tflops:8.1f}" if o.tflops else f"{'':>8}"
         host = "/".join(f"{o.host_overhead_us.get(k, 0):.0f}" for k in ("candidate", "torch"))
-        print(f"{o.name:28} {o.family:24} {cand['median_us']:9.1f} {tf} {o.gbps:7.0f} "
-              f"{o.pct_of_roof:6.1f} " + " ".join(cells) + ("  ok" if not o.gate else "  FAIL") + f"  host {host}")
+        print(
+            f"{o.name:28} {o.family:24} {cand['median_us']:9.1f} {tf} {o.gbps:7.0f} "
+            f"{o.pct_of_roof:6.1f} "
+            + " ".join(cells)
+            + ("  ok" if not o.gate else "  FAIL")
+            + f"  host {host}"
+        )
     means = {c: geomean(v) for c, v in per_col.items()}
-    print(f"{'geomean speedup (synced)':62} " + " ".join(
-        f"{means[c]:16.3f}" if means[c] else f"{'-':>16}" for c in cols))
+    print(
+        f"{'geomean speedup (synced)':62} "
+        + " ".join(f"{means[c]:16.3f}" if means[c] else f"{'-':>16}" for c in cols)
+    )
     return means
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--ops", default="matmul", help="comma-separated ops, or 'all'")
     parser.add_argument("--names", default="", help="comma-separated substrings of problem names")
     parser.add_argument("--baselines", default="torch,cublaslt,compile")
@@ -93,13 +107,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     ops = None if args.ops == "all" else set(args.ops.split(","))
     names = [n for n in args.names.split(",") if n]
-    entries = [e for e in public_problems()
-               if (ops is None or e.problem.op in ops) and (not names or any(n in e.name for n in names))]
+    entries = [
+        e
+        for e in public_problems()
+        if (ops is None or e.problem.op in ops) and (not names or any(n in e.name for n in names))
+    ]
     baselines = [b for b in args.baselines.split(",") if b]
     regimes = [r for r in args.regimes.split(",") if r]
     tuned = {}
     if args.tuned:
-        for o in json.load(open(args.tuned))["results"]:
+        with open(args.tuned) as f:
+            previous = json.load(f)["results"]
+        for o in previous:
             if o.get("family"):
                 tuned[o["name"]] = {"family": o["family"], "params": o["params"]}
 
@@ -115,11 +134,15 @@ def main(argv: list[str] | None = None) -> int:
 
     timer = Timer()
     roofs = {"copy_gbps": copy_bandwidth_gbps(timer), "peak_tflops": matmul_peak_tflops(timer)}
-    print(f"# roofs: copy {roofs['copy_gbps']:.0f} GB/s, bf16 matmul {roofs['peak_tflops']:.0f} TFLOP/s",
-          flush=True)
+    print(
+        f"# roofs: copy {roofs['copy_gbps']:.0f} GB/s, bf16 matmul {roofs['peak_tflops']:.0f} TFLOP/s",
+        flush=True,
+    )
     outcomes = []
     for e in entries:
-        outcomes.append(bench.safe_bench(e, timer, baselines, regimes, roofs, fixed=tuned.get(e.name)))
+        outcomes.append(
+            bench.safe_bench(e, timer, baselines, regimes, roofs, fixed=tuned.get(e.name))
+        )
         write_report(args, argv, roofs, {}, outcomes)  # partial results survive a time-out
     means = print_table(outcomes, regimes, baselines)
     write_report(args, argv, roofs, means, outcomes)
@@ -134,7 +157,7 @@ def write_report(args, argv, roofs, means, outcomes) -> None:
         "device": device_info(),
         "roofs": roofs,
         "timing_protocol": "harness kf-timing-v1 (synced end event after device sync); "
-                           "plain_median_us = end event right after the call",
+        "plain_median_us = end event right after the call",
         "geomean_speedup_synced": means,
         "results": [dataclasses.asdict(o) for o in outcomes],
     }

@@ -57,8 +57,9 @@ def _family(op, name: str | None):
     return next(f for f in families if f.name == name)
 
 
-def search(entry: NamedProblem, timer: Timer, inputs, ref, out, *, top: int = 3,
-           fixed: dict | None = None) -> list[Tried]:
+def search(
+    entry: NamedProblem, timer: Timer, inputs, ref, out, *, top: int = 3, fixed: dict | None = None
+) -> list[Tried]:
     """Try each pool point (or the one fixed point): correct on the workload, then quick time."""
     problem = entry.problem
     op = get_op(problem.op)
@@ -85,7 +86,13 @@ def search(entry: NamedProblem, timer: Timer, inputs, ref, out, *, top: int = 3,
             if not result.passed:
                 t.error = f"incorrect: worst {result.worst_error:.3g} {result.detail}"
                 continue
-            t.us = quick_time(lambda m=module: m.run(*inputs, out=out))
+            stats = timer.offline(
+                {"c": lambda m=module: m.run(*inputs, out=out)},
+                budget_ms=60,
+                min_reps=10,
+                max_reps=60,
+            )
+            t.us = stats["c"].median_us  # flushed back-to-back events: GPU time, low noise
         except Exception as exc:  # noqa: BLE001  (a point that fails to compile is data)
             t.error = f"{type(exc).__name__}: {str(exc)[:300]}"
     ok = sorted((t for t in tried if t.us is not None), key=lambda t: t.us)
@@ -97,8 +104,15 @@ def quick_time(fn) -> float:
     from harness.results import Regime
     from harness.timing import time_interleaved
 
-    samples = time_interleaved({"c": fn}, regime=Regime.OFFLINE, min_samples=10, max_samples=30,
-                               target_rel_err=0.02, warmup_calls=3, max_seconds=1.0)
+    samples = time_interleaved(
+        {"c": fn},
+        regime=Regime.OFFLINE,
+        min_samples=10,
+        max_samples=30,
+        target_rel_err=0.02,
+        warmup_calls=3,
+        max_seconds=1.0,
+    )
     return samples["c"].stats().median_us
 
 
@@ -126,8 +140,14 @@ def gate(entry: NamedProblem, family_name: str, params: dict) -> list[str]:
     return failures
 
 
-def bench_one(entry: NamedProblem, timer: Timer, baselines: dict, regimes: list[str],
-              roofs: dict, fixed: dict | None = None) -> Outcome:
+def bench_one(
+    entry: NamedProblem,
+    timer: Timer,
+    baselines: dict,
+    regimes: list[str],
+    roofs: dict,
+    fixed: dict | None = None,
+) -> Outcome:
     from harness.results import Regime
     from harness.timing import time_interleaved
 
@@ -145,15 +165,22 @@ def bench_one(entry: NamedProblem, timer: Timer, baselines: dict, regimes: list[
         outcome.error = "no correct candidate"
         return outcome
     # Re-time the finalists against each other with more samples (harness protocol).
-    modules = {f"{i}": load_module(_family(op, t.family).render(problem, t.params))
-               for i, t in enumerate(finalists)}
+    modules = {
+        f"{i}": load_module(_family(op, t.family).render(problem, t.params))
+        for i, t in enumerate(finalists)
+    }
     if len(modules) > 1:
         from harness.results import Regime
         from harness.timing import time_interleaved
 
-        samples = time_interleaved({k: (lambda m=m: m.run(*inputs, out=out)) for k, m in modules.items()},
-                                   regime=Regime.OFFLINE, min_samples=30, max_samples=100,
-                                   target_rel_err=0.01, max_seconds=3.0)
+        samples = time_interleaved(
+            {k: (lambda m=m: m.run(*inputs, out=out)) for k, m in modules.items()},
+            regime=Regime.OFFLINE,
+            min_samples=30,
+            max_samples=100,
+            target_rel_err=0.01,
+            max_seconds=3.0,
+        )
         best_key = min(samples, key=lambda k: samples[k].stats().median_us)
     else:
         best_key = "0"
@@ -168,27 +195,39 @@ def bench_one(entry: NamedProblem, timer: Timer, baselines: dict, regimes: list[
     outs = {name: torch.empty_like(out) for name in ["candidate", *built]}
     fns = {"candidate": lambda: module.run(*inputs, out=outs["candidate"])}
     for name, fn in built.items():
-        fns[name] = (lambda fn=fn, name=name: fn(*inputs, out=outs[name]))
+        fns[name] = lambda fn=fn, name=name: fn(*inputs, out=outs[name])
     for name, fn in built.items():
         outcome.host_overhead_us[name] = host_overhead_us(lambda fn=fn: fn(*inputs, out=out))
     for regime_name in regimes:
         regime = Regime(regime_name)
-        samples = time_interleaved(fns, regime=regime, min_samples=20, max_samples=200,
-                                   target_rel_err=0.01, max_seconds=8.0)
+        samples = time_interleaved(
+            fns,
+            regime=regime,
+            min_samples=20,
+            max_samples=200,
+            target_rel_err=0.01,
+            max_seconds=8.0,
+        )
         outcome.timings[regime_name] = {}
         for who, s in samples.items():
             st = s.stats()
             plain = sorted(s.plain_us)[len(s.plain_us) // 2] if s.plain_us else None
             outcome.timings[regime_name][who] = {
-                "median_us": st.median_us, "iqr_us": st.iqr_us, "samples": st.samples,
+                "median_us": st.median_us,
+                "iqr_us": st.iqr_us,
+                "samples": st.samples,
                 "plain_median_us": plain,
             }
         cand = outcome.timings[regime_name]["candidate"]
         outcome.speedups[regime_name] = {
-            who: {"synced": t["median_us"] / cand["median_us"],
-                  "plain": (t["plain_median_us"] / cand["plain_median_us"])
-                  if t["plain_median_us"] and cand["plain_median_us"] else None}
-            for who, t in outcome.timings[regime_name].items() if who != "candidate"
+            who: {
+                "synced": t["median_us"] / cand["median_us"],
+                "plain": (t["plain_median_us"] / cand["plain_median_us"])
+                if t["plain_median_us"] and cand["plain_median_us"]
+                else None,
+            }
+            for who, t in outcome.timings[regime_name].items()
+            if who != "candidate"
         }
     cand_us = outcome.timings[regimes[0]]["candidate"]["plain_median_us"]
     if problem.op in ("matmul", "attention", "swiglu"):

@@ -49,14 +49,24 @@ class Timer:
         torch.cuda.synchronize()
         return max(start.elapsed_time(end) / 3, 1e-3)
 
-    def offline(self, fns: dict[str, Callable[[], None]], budget_ms: float = 300.0,
-                min_reps: int = 10, max_reps: int = 200) -> dict[str, Stats]:
+    def offline(
+        self,
+        fns: dict[str, Callable[[], None]],
+        budget_ms: float = 300.0,
+        min_reps: int = 10,
+        max_reps: int = 200,
+    ) -> dict[str, Stats]:
         """Interleaved, flushed, back-to-back timing of every fn; median per fn."""
         per_round = sum(self.estimate_ms(f) + 0.08 for f in fns.values())
         reps = int(min(max_reps, max(min_reps, budget_ms / per_round)))
         names = list(fns)
-        events = {n: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                      for _ in range(reps)] for n in names}
+        events = {
+            n: [
+                (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                for _ in range(reps)
+            ]
+            for n in names
+        }
         for n in names:  # warm-up
             fns[n]()
         for i in range(reps):
@@ -70,8 +80,9 @@ class Timer:
         torch.cuda.synchronize()
         return {n: _stats([s.elapsed_time(e) for s, e in events[n]]) for n in fns}
 
-    def server(self, fns: dict[str, Callable[[], None]], reps: int = 30,
-               mean_gap_s: float = 2e-4) -> dict[str, Stats]:
+    def server(
+        self, fns: dict[str, Callable[[], None]], reps: int = 30, mean_gap_s: float = 2e-4
+    ) -> dict[str, Stats]:
         """Idle GPU before each call (sync + random sleep): launch latency and cold L2 count."""
         names = list(fns)
         samples: dict[str, list[float]] = {n: [] for n in names}
@@ -83,7 +94,10 @@ class Timer:
                 self.flush_buf.zero_()
                 torch.cuda.synchronize()
                 time.sleep(random.expovariate(1 / mean_gap_s))
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start, end = (
+                    torch.cuda.Event(enable_timing=True),
+                    torch.cuda.Event(enable_timing=True),
+                )
                 start.record()
                 fns[n]()
                 end.record()

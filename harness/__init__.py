@@ -42,7 +42,9 @@ __all__ = [
 ]
 
 
-def evaluate(candidate: Candidate, problem: Problem, *, config: EvalConfig | None = None) -> Evaluation:
+def evaluate(
+    candidate: Candidate, problem: Problem, *, config: EvalConfig | None = None
+) -> Evaluation:
     from harness.evaluation import evaluate as _evaluate
 
     return _evaluate(candidate, problem, config=config)

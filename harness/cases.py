@@ -114,7 +114,13 @@ def build_cases(
             continue
         p = Problem(workload.op, workload.shape, dtype, workload.layout)
         cases.append(
-            Case(f"dtype {dtype}", "dtypes", p, op.make_inputs(p, seed=next(seed), device=device), next(seed))
+            Case(
+                f"dtype {dtype}",
+                "dtypes",
+                p,
+                op.make_inputs(p, seed=next(seed), device=device),
+                next(seed),
+            )
         )
     adversarial = op.adversarial_inputs(workload, seed=next(seed), device=device)
     for name, inputs in adversarial.items():

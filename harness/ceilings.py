@@ -61,11 +61,15 @@ def measure(job: dict) -> dict:
     nbytes = 2**30
     src = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_()
     dst = torch.empty_like(src)
-    copy_ms = _median_ms(lambda: dst.copy_(src))
+    copy_ms = _median_ms(lambda s=src, d=dst: d.copy_(s))
     gbps = 2 * nbytes / (copy_ms / 1000) / 1e9  # read + write
     del src, dst
     rates = {}
-    for dtype_name, dtype, n in (("bf16", torch.bfloat16, 8192), ("fp16", torch.float16, 8192), ("fp32", torch.float32, 4096)):
+    for dtype_name, dtype, n in (
+        ("bf16", torch.bfloat16, 8192),
+        ("fp16", torch.float16, 8192),
+        ("fp32", torch.float32, 4096),
+    ):
         a = torch.randn(n, n, device="cuda", dtype=dtype)
         b = torch.randn(n, n, device="cuda", dtype=dtype)
         ms = _median_ms(lambda a=a, b=b: torch.matmul(a, b))

@@ -14,8 +14,10 @@ import os
 
 NAME = "kf_cublaslt"
 
-CPP = "std::vector<double> tune(at::Tensor a, at::Tensor b, at::Tensor out, int64_t top);\n" \
+CPP = (
+    "std::vector<double> tune(at::Tensor a, at::Tensor b, at::Tensor out, int64_t top);\n"
     "void matmul(at::Tensor a, at::Tensor b, at::Tensor out);\n"
+)
 
 CUDA = r"""
 #include <torch/extension.h>

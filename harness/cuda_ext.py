@@ -38,7 +38,16 @@ def cache_key(name: str, cuda_source: str, cpp_source: str, functions, flags) ->
         major, minor = torch.cuda.get_device_capability()
         arch = f"sm_{major}{minor}"
     text = "\0".join(
-        [name, cuda_source, cpp_source, ",".join(functions), " ".join(flags), torch.__version__, str(torch.version.cuda), arch]
+        [
+            name,
+            cuda_source,
+            cpp_source,
+            ",".join(functions),
+            " ".join(flags),
+            torch.__version__,
+            str(torch.version.cuda),
+            arch,
+        ]
     )
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
@@ -60,7 +69,9 @@ def load_cuda(
     found = glob.glob(os.path.join(cached_dir, f"{module_name}*.so"))
     if found:
         module = _import_so(module_name, found[0])
-        _REPORTS.append({"cached": True, "key": key, "so": found[0], "seconds": time.perf_counter() - t0})
+        _REPORTS.append(
+            {"cached": True, "key": key, "so": found[0], "seconds": time.perf_counter() - t0}
+        )
         _REPORTS[-1].update(resource_usage(found[0]))
         return module
     build_dir = os.path.join(os.environ.get("TORCH_EXTENSIONS_DIR", "/tmp"), key)

@@ -65,7 +65,9 @@ class _Stop(Exception):
         self.evaluation = evaluation
 
 
-def evaluate(candidate: Candidate, problem: Problem, *, config: EvalConfig | None = None) -> Evaluation:
+def evaluate(
+    candidate: Candidate, problem: Problem, *, config: EvalConfig | None = None
+) -> Evaluation:
     config = config or EvalConfig()
     started = time.monotonic()
     op = resolve_op(problem.op, config.op_ref)
@@ -88,7 +90,11 @@ def evaluate(candidate: Candidate, problem: Problem, *, config: EvalConfig | Non
     if not gpu and problem.dtype == "bf16":
         run_problem = Problem(problem.op, problem.shape, "fp16", problem.layout)
         ev.findings.append(
-            Finding("interpreter_dtype", "warn", "bf16 checked as fp16: Triton's interpreter gets bf16 wrong")
+            Finding(
+                "interpreter_dtype",
+                "warn",
+                "bf16 checked as fp16: Triton's interpreter gets bf16 wrong",
+            )
         )
     if not gpu and candidate.backend is Backend.CUDA:
         ev.verdict = Verdict.COMPILE_ERROR
@@ -160,7 +166,14 @@ def _env(gpu: bool) -> dict[str, str]:
     return env
 
 
-def _pipeline(ev: Evaluation, candidate: Candidate, problem: Problem, config: EvalConfig, gpu: bool, root: Path) -> None:
+def _pipeline(
+    ev: Evaluation,
+    candidate: Candidate,
+    problem: Problem,
+    config: EvalConfig,
+    gpu: bool,
+    root: Path,
+) -> None:
     workdir = root / "sandbox"
     workdir.mkdir()
     dev = "cuda" if gpu else "cpu"
@@ -181,7 +194,9 @@ def _pipeline(ev: Evaluation, candidate: Candidate, problem: Problem, config: Ev
         "backend": str(candidate.backend),
         "forbid_vendor_library": config.forbid_vendor_library,
     }
-    wall = config.limits.wall_s + (config.compile_wall_s if candidate.backend is Backend.CUDA else 0)
+    wall = config.limits.wall_s + (
+        config.compile_wall_s if candidate.backend is Backend.CUDA else 0
+    )
     res = _child(ev, "candidate_cases", cand_job, workdir, config, gpu, wall=wall).result
     (workdir / "cases.pt").unlink(missing_ok=True)
     ev.compile = _compile_result(res.get("compile", {}))
@@ -193,10 +208,22 @@ def _pipeline(ev: Evaluation, candidate: Candidate, problem: Problem, config: Ev
     ev.findings += [Finding(**f) for f in res.get("findings", [])]
     ev.kernels = res.get("kernels", []) + res.get("aten_ops", [])
     error = res.get("error")
+    if error and error["kind"] != "raised":
+        ev.verdict = Verdict.CRASH if error["kind"] == "cuda_fault" else Verdict.COMPILE_ERROR
+        ev.error = f"run() failed on case {error['case']}: {error['detail'][-1500:]}"
+        raise _Stop(ev)
     check = _child(
-        ev, "oracle_check", {**oracle_job, "outputs_path": str(workdir / "outputs.pt"),
-                             "baseline_error_factor": config.baseline_error_factor},
-        workdir, config, gpu, trusted=True,
+        ev,
+        "oracle_check",
+        {
+            **oracle_job,
+            "outputs_path": str(workdir / "outputs.pt"),
+            "baseline_error_factor": config.baseline_error_factor,
+        },
+        workdir,
+        config,
+        gpu,
+        trusted=True,
     ).result
     ev.findings += [Finding(**f) for f in check["findings"]]
     ev.stages = [
@@ -204,8 +231,7 @@ def _pipeline(ev: Evaluation, candidate: Candidate, problem: Problem, config: Ev
         for name, s in sorted(check["stages"].items(), key=lambda kv: _stage_rank(kv[0]))
     ]
     if error:
-        kind = error["kind"]
-        ev.verdict = {"cuda_fault": Verdict.CRASH, "compile": Verdict.COMPILE_ERROR}.get(kind, Verdict.INCORRECT)
+        ev.verdict = Verdict.INCORRECT
         ev.error = f"run() failed on case {error['case']}: {error['detail'][-1500:]}"
         ev.stages.append(StageResult("run", False, None, 0, ev.error[:500]))
         raise _Stop(ev)
@@ -273,11 +299,23 @@ def _cublaslt_dir(gpu: bool, names: tuple[str, ...], config: EvalConfig) -> str 
     return str(build_dir)
 
 
-def _time(ev: Evaluation, candidate: Candidate, problem: Problem, config: EvalConfig, gpu: bool, workdir: Path, base_job: dict) -> None:
+def _time(
+    ev: Evaluation,
+    candidate: Candidate,
+    problem: Problem,
+    config: EvalConfig,
+    gpu: bool,
+    workdir: Path,
+    base_job: dict,
+) -> None:
     op = resolve_op(problem.op, config.op_ref)
     dev = "cuda" if gpu else "cpu"
     usable = applicable(problem.op, problem.layout, dev)
-    wanted = config.baselines if config.baselines is not None else (("torch",) if config.quick else usable)
+    wanted = (
+        config.baselines
+        if config.baselines is not None
+        else (("torch",) if config.quick else usable)
+    )
     names = tuple(n for n in wanted if n in usable)
     lo, hi, rel = config.samples()
     job = {
@@ -300,7 +338,13 @@ def _time(ev: Evaluation, candidate: Candidate, problem: Problem, config: EvalCo
     spots_job = {**base_job, "spots_path": str(workdir / "spots.pt")}
     recheck = _child(ev, "oracle_recheck", spots_job, workdir, config, gpu, trusted=True).result
     ev.stages.append(
-        StageResult("recheck_after_timing", recheck["passed"], recheck["worst"], recheck["checked"], recheck["detail"])
+        StageResult(
+            "recheck_after_timing",
+            recheck["passed"],
+            recheck["worst"],
+            recheck["checked"],
+            recheck["detail"],
+        )
     )
     if not recheck["passed"]:
         ev.verdict = Verdict.INCORRECT
@@ -333,14 +377,21 @@ def _cross_checks(samples: dict, res: dict, child_wall: float, ev: Evaluation) -
     cand = samples["candidate"]
     if cand["synced"]:
         synced, plain = statistics.median(cand["synced"]), statistics.median(cand["plain"])
-        overhead = statistics.median([s - p for s, p in zip(cand["synced"], cand["plain"], strict=True)])
+        overhead = statistics.median(
+            [s - p for s, p in zip(cand["synced"], cand["plain"], strict=True)]
+        )
         ref_overheads = [
             statistics.median([s - p for s, p in zip(v["synced"], v["plain"], strict=True)])
             for k, v in samples.items()
             if k != "candidate" and v["synced"]
         ]
         ref = min(ref_overheads) if ref_overheads else 0.0
-        checks["side_stream"] = {"synced_us": synced, "plain_us": plain, "overhead_us": overhead, "baseline_overhead_us": ref}
+        checks["side_stream"] = {
+            "synced_us": synced,
+            "plain_us": plain,
+            "overhead_us": overhead,
+            "baseline_overhead_us": ref,
+        }
         if synced > 1.5 * plain and overhead - ref > 20.0:
             ev.findings.append(
                 Finding(
@@ -354,14 +405,22 @@ def _cross_checks(samples: dict, res: dict, child_wall: float, ev: Evaluation) -
         checks["host_vs_events"] = {"host_us": host, "events_us": synced}
         if synced < 0.5 * host and host - synced > 100.0:
             ev.findings.append(
-                Finding("timer_mismatch", "reject", f"events say {synced:.1f} us, the host clock {host:.1f} us")
+                Finding(
+                    "timer_mismatch",
+                    "reject",
+                    f"events say {synced:.1f} us, the host clock {host:.1f} us",
+                )
             )
     total_s = sum(sum(v["synced"] or v["host"]) for v in samples.values()) / 1e6
     checks["timed_total_s"] = total_s
     checks["child_wall_s"] = child_wall
     if child_wall and total_s > child_wall * 1.05:
         ev.findings.append(
-            Finding("timer_mismatch", "reject", f"reported {total_s:.2f} s of timed work in a {child_wall:.2f} s process")
+            Finding(
+                "timer_mismatch",
+                "reject",
+                f"reported {total_s:.2f} s of timed work in a {child_wall:.2f} s process",
+            )
         )
     return checks
 
@@ -376,7 +435,11 @@ def _roofline(ev: Evaluation, op, problem: Problem) -> None:
     ev.gbps = nbytes / secs / 1e9
     for name, s in t.speedups.items():
         if s > 10.0:
-            ev.findings.append(Finding("excessive_speedup", "warn", f"{s:.1f}x vs {name}: flagged for review (R1.8)"))
+            ev.findings.append(
+                Finding(
+                    "excessive_speedup", "warn", f"{s:.1f}x vs {name}: flagged for review (R1.8)"
+                )
+            )
     dev = ev.device
     if t.regime is Regime.INTERPRETER or dev is None or not dev.peak_gbps:
         return

@@ -160,7 +160,7 @@ def combine(kernels: list[KernelMetrics]) -> dict[str, float | None]:
     """One digest for a candidate that launches several kernels: the longest one's metrics,
     with the total duration across kernels."""
     if not kernels:
-        return {k: None for k in METRICS}
+        return dict.fromkeys(METRICS)
     main = max(kernels, key=lambda k: k.metrics.get("duration_ns") or 0.0)
     merged = dict(main.metrics)
     durations = [k.metrics.get("duration_ns") for k in kernels]

@@ -121,8 +121,13 @@ def oracle_check(job: dict) -> dict:
                 fail("output_dtype", f"{case.name}: output buffer dtype changed to {padded.dtype}")
             note("guard_bands")
             if not (torch.equal(padded[:g], guard[:g]) and torch.equal(padded[g + n :], guard[g:])):
-                changed = int((padded[:g] != guard[:g]).sum() + (padded[g + n :] != guard[g:]).sum())
-                fail("guard_bands", f"{case.name}: {changed} guard elements around the output changed")
+                changed = int(
+                    (padded[:g] != guard[:g]).sum() + (padded[g + n :] != guard[g:]).sum()
+                )
+                fail(
+                    "guard_bands",
+                    f"{case.name}: {changed} guard elements around the output changed",
+                )
             if i > 0:
                 continue
             c = closeness(out, ref, tol)
@@ -135,7 +140,10 @@ def oracle_check(job: dict) -> dict:
             if case.exact_limit is not None:
                 bad, total = exact_mismatches(out, ref, case.exact_limit)
                 if bad:
-                    fail(case.stage, f"{case.name}: {bad} of {total} exactly representable entries differ")
+                    fail(
+                        case.stage,
+                        f"{case.name}: {bad} of {total} exactly representable entries differ",
+                    )
             # Deviation bound from the vendor baseline on the same inputs (precision lowering).
             if c.ok and case.exact_limit is None:
                 base = torch.empty(spec.shape, dtype=spec.dtype, device=device)
@@ -199,7 +207,12 @@ def oracle_recheck(job: dict) -> dict:
         worst = max(worst, c.worst)
         if not c.ok and not detail:
             detail = f"{spot['label']}: {c.detail}"
-    return {"checked": checked, "worst": worst, "detail": detail, "passed": checked > 0 and not detail}
+    return {
+        "checked": checked,
+        "worst": worst,
+        "detail": detail,
+        "passed": checked > 0 and not detail,
+    }
 
 
 # ---------------------------------------------------------------- untrusted: the candidate
@@ -225,7 +238,13 @@ def _prime() -> None:
 
     from harness import timing  # noqa: F401
 
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        torch.cuda.init()
+        torch.empty(1, device="cuda").add_(1)
+        torch.cuda.synchronize()
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities):
         pass  # starting a profiler imports torch._dynamo, which rebinds torch.manual_seed
 
 
@@ -255,7 +274,13 @@ def _import_findings(info: dict) -> list[dict]:
     patched = info.get("import_patches") or []
     if not patched:
         return []
-    return [{"check": "monkeypatch", "severity": "reject", "detail": f"replaced at import: {', '.join(patched[:8])}"}]
+    return [
+        {
+            "check": "monkeypatch",
+            "severity": "reject",
+            "detail": f"replaced at import: {', '.join(patched[:8])}",
+        }
+    ]
 
 
 def candidate_cases(job: dict) -> dict:
@@ -322,6 +347,9 @@ def candidate_cases(job: dict) -> dict:
             }
             break
         saved.append({"runs": runs, "inputs_after": after})
+    if error and error["kind"] != "raised":
+        # A poisoned CUDA context cannot copy anything back; nothing more to check anyway.
+        return {"compile": compile_info, "findings": _dedupe(findings), "error": error}
     torch.save(saved, Path(job["workdir"]) / "outputs.pt")
     forbidden = VENDOR_ATEN_OPS.get(op_name, frozenset())
     markers = VENDOR_KERNEL_MARKERS.get(op_name, ())
@@ -394,7 +422,7 @@ def candidate_time(job: dict) -> dict:
     outs = {name: torch.empty(spec.shape, dtype=spec.dtype, device=device) for name in sets}
     if callable(getattr(module, "prepare", None)):
         module.prepare(*[t.clone() for t in sets["candidate"][0]])
-    current = {name: 0 for name in sets}
+    current = dict.fromkeys(sets, 0)
     threads_before = runtime._active_count()
     seeds: dict[str, int] = {}
     findings: list[dict] = _import_findings(compile_info)
@@ -423,10 +451,18 @@ def candidate_time(job: dict) -> dict:
         sync()
         now = runtime._active_count()
         extra = [f"{now - threads_before} new"] if now > threads_before else []
-        check = runtime.CallCheck(0, now, extra, watch.changed(), "", runtime._type_name(outs[name]), False)
+        check = runtime.CallCheck(
+            0, now, extra, watch.changed(), "", runtime._type_name(outs[name]), False
+        )
         findings.extend(check.findings())
         if len(spots) < spot_budget and rnd >= 0 and secrets.randbelow(expected) < spot_budget:
-            spots.append({"seed": seeds[name], "out": outs[name].to("cpu", copy=True), "label": f"timed call {rnd}"})
+            spots.append(
+                {
+                    "seed": seeds[name],
+                    "out": outs[name].to("cpu", copy=True),
+                    "label": f"timed call {rnd}",
+                }
+            )
 
     def call_candidate() -> None:
         module.run(*sets["candidate"][current["candidate"]], out=outs["candidate"])
@@ -446,7 +482,9 @@ def candidate_time(job: dict) -> dict:
         server_gap_ms=job.get("server_gap_ms", 2.0),
     )
     if runtime._active_count() > threads_before:
-        findings.append({"check": "thread", "severity": "reject", "detail": "threads appeared while timing"})
+        findings.append(
+            {"check": "thread", "severity": "reject", "detail": "threads appeared while timing"}
+        )
     # Re-check on fresh inputs after timing (fresh allocation, new seed).
     seed = secrets.randbits(62)
     fresh = op.make_inputs(problem, seed=seed, device=device)

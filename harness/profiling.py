@@ -28,7 +28,12 @@ NVTX_RANGE = "kf_candidate"
 
 def find_ncu() -> str | None:
     found = shutil.which("ncu") or next(
-        iter(sorted(glob.glob("/usr/local/cuda*/bin/ncu") + glob.glob("/opt/nvidia/nsight-compute/*/ncu"))),
+        iter(
+            sorted(
+                glob.glob("/usr/local/cuda*/bin/ncu")
+                + glob.glob("/opt/nvidia/nsight-compute/*/ncu")
+            )
+        ),
         None,
     )
     return found
@@ -141,5 +146,7 @@ def digest(prof: Profile) -> str:
     ]
     for rule in prof.rules:
         if rule.get("est_speedup_pct"):
-            lines.append(f"- {rule['title']}: {rule['message'][:300]} (est. {rule['est_speedup_pct']:.0f}%)")
+            lines.append(
+                f"- {rule['title']}: {rule['message'][:300]} (est. {rule['est_speedup_pct']:.0f}%)"
+            )
     return "\n".join(lines)

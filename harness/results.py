@@ -96,7 +96,9 @@ class Timings:
     regime: Regime
     protocol: str  # versioned name of the timing protocol, e.g. "kf-timing-v1"
     candidate: TimingStats
-    baselines: dict[str, TimingStats] = field(default_factory=dict)  # "torch", "compile", "cublaslt"
+    baselines: dict[str, TimingStats] = field(
+        default_factory=dict
+    )  # "torch", "compile", "cublaslt"
     speedups: dict[str, float] = field(default_factory=dict)  # baseline median / candidate median
     speedup_ci: dict[str, tuple[float, float]] = field(default_factory=dict)  # bootstrap 95 %
     noise: float = 0.0  # relative spread when timing the same thing twice (judge's threshold)

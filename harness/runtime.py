@@ -72,7 +72,9 @@ class PatchWatch:
             value = self.spaces[space].get(name, None)
             if value is None or id(value) != ident:
                 names.append(f"{space}.{name}")
-        names += [f"sys.modules[{n!r}]" for n, i in self.modules.items() if id(sys.modules.get(n)) != i]
+        names += [
+            f"sys.modules[{n!r}]" for n, i in self.modules.items() if id(sys.modules.get(n)) != i
+        ]
         return names
 
 

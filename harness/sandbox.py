@@ -27,7 +27,9 @@ from harness import cgroups
 from harness.config import Limits
 
 REPO_ROOT = str(Path(__file__).resolve().parent.parent)
-_BOOT = f"import sys; sys.path.insert(0, {REPO_ROOT!r}); from harness.sandbox_boot import main; main()"
+_BOOT = (
+    f"import sys; sys.path.insert(0, {REPO_ROOT!r}); from harness.sandbox_boot import main; main()"
+)
 _MAX_RESULT_BYTES = 64 * 2**20
 
 # Passed through when set; everything else (API keys, DATABASE_URL, REDIS_URL...) is dropped.
@@ -214,7 +216,10 @@ def run_child(
     base = {"returncode": proc.returncode, "output": text, "wall_s": wall_used}
     if timed_out:
         return ChildResult(
-            ChildStatus.TIMEOUT, error=f"killed after {wall:.0f} s", isolation=parent_isolation, **base
+            ChildStatus.TIMEOUT,
+            error=f"killed after {wall:.0f} s",
+            isolation=parent_isolation,
+            **base,
         )
     if side_dir:
         with contextlib.suppress(OSError):
@@ -234,7 +239,9 @@ def run_child(
         )
     isolation = {**parent_isolation, **payload.get("isolation", {})}
     if payload.get("status") == "infra":
-        return ChildResult(ChildStatus.INFRA, error=payload.get("error", ""), isolation=isolation, **base)
+        return ChildResult(
+            ChildStatus.INFRA, error=payload.get("error", ""), isolation=isolation, **base
+        )
     if proc.returncode != 0:
         return ChildResult(
             ChildStatus.CRASH,
@@ -258,10 +265,8 @@ def _read_all(fd: int, into: bytearray) -> None:
 
 
 def _kill_group(pgid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _verify(message: bytes, key: bytes, nonce: str) -> tuple[dict | None, str]:

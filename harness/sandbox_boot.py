@@ -103,7 +103,8 @@ def _landlock(writable: list[str], block_tcp: bool, scope: bool) -> str:
         return ""
     file_rights = _FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0)
     # Device nodes (CUDA opens /dev/nvidia* read-write; /dev/null) may be written, not created.
-    for path, allowed in [(p, rights) for p in writable] + [("/dev", file_rights)]:
+    rules = [(p, rights) for p in writable] + [("/dev/shm", rights), ("/dev", file_rights)]
+    for path, allowed in rules:
         try:
             pfd = os.open(path, os.O_PATH)
         except OSError:
@@ -117,13 +118,11 @@ def _landlock(writable: list[str], block_tcp: bool, scope: bool) -> str:
     return f"landlock-abi{abi}" if ok else ""
 
 
-def _send(fd: int | str, key: bytes, nonce: str, payload: dict) -> None:
+def _send(fd: int, key: bytes, nonce: str, payload: dict) -> None:
     payload["nonce"] = nonce
     body = json.dumps(payload, default=str).encode()
     mac = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
     data = mac + b"\n" + body
-    if isinstance(fd, str):  # a result file (when wrapped by ncu)
-        fd = os.open(fd, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     while data:
         n = os.write(fd, data)
         data = data[n:]
@@ -141,8 +140,8 @@ def main() -> None:
     os.close(0)
     key = bytes.fromhex(settings.pop("key"))
     nonce, fd = settings["nonce"], settings["fd"]
-    if fd is None:
-        fd = settings["result_path"]
+    if fd is None:  # opened now, before Landlock makes its folder read-only
+        fd = os.open(settings["result_path"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     else:
         os.set_inheritable(fd, False)  # grandchildren (nvcc, ninja, a fork bomb) don't get it
     limits = settings["limits"]
@@ -154,6 +153,14 @@ def main() -> None:
         isolation["rlimits"] = _apply_rlimits(limits, settings["cuda"])
         if settings["isolate_net"]:
             isolation["network"] = _unshare_net() or "none"
+        if settings["cuda"] and settings["isolate_fs"]:
+            # CUDA opens its device nodes (also /dev/nvidia-uvm-tools) at init; under Landlock
+            # that fails with cudaErrorOperatingSystem, so initialise first, then lock down.
+            import torch  # noqa: PLC0415
+
+            torch.cuda.init()
+            torch.empty(1, device="cuda").add_(1)
+            torch.cuda.synchronize()
         if settings["isolate_fs"]:
             isolation["filesystem"] = (
                 _landlock([settings["workdir"]], settings["isolate_net"], settings["isolate_net"])

@@ -62,7 +62,9 @@ def summarize(values: list[float]) -> TimingStats:
 
 def l2_flush_buffer(device: int | None = None) -> torch.Tensor:
     """A buffer of 2x the L2 size (R2.2); writing it evicts everything the last call left."""
-    props = torch.cuda.get_device_properties(torch.cuda.current_device() if device is None else device)
+    props = torch.cuda.get_device_properties(
+        torch.cuda.current_device() if device is None else device
+    )
     l2 = getattr(props, "L2_cache_size", 0) or 50 * 2**20
     return torch.empty(max(2 * l2, 64 * 2**20) // 4, dtype=torch.int32, device="cuda")
 
@@ -129,9 +131,9 @@ def time_interleaved(
             if after:
                 after(name, rnd)
         done = rnd + 1
-        if done >= min_samples and done % 5 == 0:
-            if all(samples[n].stats().rel_stderr <= target_rel_err for n in names):
-                break
+        settled = all(samples[n].stats().rel_stderr <= target_rel_err for n in names)
+        if done >= min_samples and done % 5 == 0 and settled:
+            break
         if _perf_counter() - start_time > max_seconds and done >= min(min_samples, 3):
             break
     return samples

@@ -32,7 +32,9 @@ def get_op(name: str) -> Op:
     return ops[name]
 
 
-def parse_problem(op: str, shape: str | list[int] | tuple[int, ...], dtype: str, layout: str = "") -> Problem:
+def parse_problem(
+    op: str, shape: str | list[int] | tuple[int, ...], dtype: str, layout: str = ""
+) -> Problem:
     """Build and validate a Problem from user text such as ("matmul", "4096x4096x4096", "bf16")."""
     if isinstance(shape, str):
         parts = shape.lower().replace("*", "x").replace(",", "x").split("x")

@@ -69,5 +69,7 @@ def check_source(
         out = run_candidate(op, problem, source, tuple(t.clone() for t in inputs))
         result = compare(out, ref, tol)
         if not result.passed:
-            failures.append(f"{problem.key} [{name}]: worst {result.worst_error:.3g} {result.detail}")
+            failures.append(
+                f"{problem.key} [{name}]: worst {result.worst_error:.3g} {result.detail}"
+            )
     return failures

@@ -59,7 +59,12 @@ class Problem:
         return Problem(self.op, tuple(shape), self.dtype, self.layout)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"op": self.op, "shape": list(self.shape), "dtype": self.dtype, "layout": self.layout}
+        return {
+            "op": self.op,
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "layout": self.layout,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Problem:
@@ -154,9 +159,13 @@ class Op(abc.ABC):
             if size < 1:
                 raise ProblemError(f"{dim}={size}: sizes must be positive")
         if problem.dtype not in self.dtypes:
-            raise ProblemError(f"{self.name} supports dtypes {list(self.dtypes)}, not {problem.dtype!r}")
+            raise ProblemError(
+                f"{self.name} supports dtypes {list(self.dtypes)}, not {problem.dtype!r}"
+            )
         if problem.layout not in self.layouts:
-            raise ProblemError(f"{self.name} supports layouts {list(self.layouts)}, not {problem.layout!r}")
+            raise ProblemError(
+                f"{self.name} supports layouts {list(self.layouts)}, not {problem.layout!r}"
+            )
         for spec in self.input_shapes(problem) + [self.output_spec(problem).shape]:
             n = 1
             for s in spec:

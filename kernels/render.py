@@ -53,7 +53,7 @@ def render_module(
 # hashing), which on a slow host costs more than a small kernel runs. The key covers what
 # Triton specializes on, so a cached kernel is only reused where the JIT would reuse it.
 FAST_LAUNCH = '''
-_COMPILED = {}  # (kernel, specialization, options) -> compiled kernel
+_COMPILED = {}  # (kernel, specialization, warps, stages) -> compiled kernel
 
 
 def _specialization(kernel, args):
@@ -70,20 +70,22 @@ def _specialization(kernel, args):
     return tuple(key)
 
 
-def launch(kernel, grid, *args, **kwargs):
-    """kernel[grid](*args, **kwargs), with the compiled kernel reused after the first call."""
-    if not hasattr(kernel, "params"):  # the CPU interpreter: no compiled kernel to reuse
-        kernel[grid](*args, **kwargs)
+def launch(kernel, grid, *args, num_warps=4, num_stages=3, **kwargs):
+    """kernel[grid](*args, **kwargs); after the first call, straight to the compiled kernel."""
+    if not hasattr(kernel, "params"):  # the CPU interpreter: nothing compiled to reuse
+        kernel[grid](*args, **kwargs, num_warps=num_warps, num_stages=num_stages)
         return
-    options = {k: kwargs.pop(k) for k in ("num_warps", "num_stages") if k in kwargs}
-    args = list(args) + [kwargs[name] for name in kernel.arg_names[len(args):]]
+    args = (*args, *[kwargs[name] for name in kernel.arg_names[len(args):]])
     spec = _specialization(kernel, args)
-    key = (kernel.fn.__name__, spec, tuple(options.items()))
+    key = (kernel, spec, num_warps, num_stages)
     compiled = _COMPILED.get(key)
     if compiled is None:
-        compiled = kernel[grid](*args, **options)
+        compiled = kernel[grid](*args, num_warps=num_warps, num_stages=num_stages)
         if spec is not None:
             _COMPILED[key] = compiled
-    else:
-        compiled[tuple(grid) + (1,) * (3 - len(grid))](*args)
+        return
+    grid = (*grid, 1, 1)
+    stream = driver.active.get_current_stream(driver.active.get_current_device())
+    compiled.run(grid[0], grid[1], grid[2], stream, compiled.function, compiled.packed_metadata,
+                 None, None, None, *args)
 '''.strip()

@@ -116,16 +116,30 @@ class RowwiseFamily(Family):
         if n <= MAX_ONE_PASS and "one_pass" in self.modes:
             width = max(16, 1 << (n - 1).bit_length())
             warps = min(16, max(1, width // 512))
-            return {"MODE": "one_pass", "BLOCK_N": 1024, "ROWS": 1, "NUM_WARPS": warps,
-                    "EVICT_FIRST": False}
-        return {"MODE": self.modes[-1], "BLOCK_N": 2048, "ROWS": 1, "NUM_WARPS": 8,
-                "EVICT_FIRST": False}
+            return {
+                "MODE": "one_pass",
+                "BLOCK_N": 1024,
+                "ROWS": 1,
+                "NUM_WARPS": warps,
+                "EVICT_FIRST": False,
+            }
+        return {
+            "MODE": self.modes[-1],
+            "BLOCK_N": 2048,
+            "ROWS": 1,
+            "NUM_WARPS": 8,
+            "EVICT_FIRST": False,
+        }
 
     def check(self, problem, params: Mapping[str, Any]):
         if (why := super().check(problem, params)) is not None:
             return why
         n = problem.shape[-1]
-        block = max(16, 1 << (n - 1).bit_length()) if params["MODE"] == "one_pass" else params["BLOCK_N"]
+        block = (
+            max(16, 1 << (n - 1).bit_length())
+            if params["MODE"] == "one_pass"
+            else params["BLOCK_N"]
+        )
         if params["MODE"] == "one_pass" and n > MAX_ONE_PASS:
             block = params["BLOCK_N"]  # run() falls back to two_pass
         per_thread = params["ROWS"] * block / (32 * params["NUM_WARPS"])

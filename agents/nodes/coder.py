@@ -31,9 +31,13 @@ def coder(
     if plan["move"] == "params":
         for point in plan["points"]:
             family = ctx.families[point["family"]]
+            try:
+                source, error = family.render(ctx.problem, point["params"]), ""
+            except Exception as exc:  # a family bug must cost one attempt, not the run
+                source, error = "", f"render failed: {type(exc).__name__}: {exc}"
             pending.append(
                 Pending(
-                    source=family.render(ctx.problem, point["params"]),
+                    source=source,
                     family=family.name,
                     params=dict(point["params"]),
                     hypothesis=plan["hypothesis"],
@@ -41,7 +45,7 @@ def coder(
                     origin=f"family:{family.name}",
                     llm_tokens=0,
                     llm_cost_usd=0.0,
-                    error="",
+                    error=error,
                 )
             )
     else:

@@ -30,6 +30,8 @@ def planner(
     state: OptimizeState, runtime: Runtime[RunContext]
 ) -> Command[Literal["coder", "verify"]]:
     ctx = runtime.context
+    if ctx.reporter.cancel_requested():  # checked again here: an LLM plan can take a while
+        return _stop(state, ctx, StopReason.CANCELLED)
     notes: list[str] = []
     plan: Plan | None = None
     if ctx.config.planner is Provider.LLM and ctx.llm is not None:
@@ -226,7 +228,10 @@ def parse_plan(text: str, ctx: RunContext, seen: set[str], *, can_rewrite: bool)
         if not isinstance(params, dict):
             problems.append(f"{params!r} is not an object")
             continue
-        why = family.check(ctx.problem, params)
+        try:
+            why = family.check(ctx.problem, params)
+        except Exception as exc:  # e.g. a value of the wrong type
+            why = f"{type(exc).__name__}: {exc}"
         if why:
             problems.append(f"{json.dumps(params, default=str)}: {why}")
         elif _key(family.name, params) in seen:

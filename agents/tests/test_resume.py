@@ -98,3 +98,12 @@ def test_it_refuses_to_resume_a_thread_with_another_problem(checkpoint_url, thre
     else:
         raise AssertionError("resumed a thread that holds another problem")
     assert reporter.errors and "different problem" in reporter.errors[0]
+
+
+def test_it_rejects_an_ambiguous_sqlite_url():
+    import pytest
+
+    from agents.checkpoint import open_checkpointer
+
+    with pytest.raises(ValueError, match="sqlite:///"), open_checkpointer("sqlite://relative.db"):
+        pass

@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
 # The harness's GPU validation, one device call: GPU tests first (serial: they time), then the
-# CPU suite on the GPU (parallel). Output and JSON numbers go to $OUT (or ./gpu-out).
+# CPU suite on the GPU (parallel). Numbers (JSON), logs and the recorded .ncu-rep end up in $OUT
+# as few files (the device tool returns at most 8).
 set -u
 OUT=${OUT:-gpu-out}
-mkdir -p "$OUT"
-export KF_RESULTS_DIR=$OUT KF_CACHE_DIR=/tmp/kf-cache PYTHONUNBUFFERED=1
+RES=/tmp/kf-results
+mkdir -p "$OUT" "$RES"
+export KF_RESULTS_DIR=$RES KF_CACHE_DIR=/tmp/kf-cache PYTHONUNBUFFERED=1
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
 fi
 {
-  echo "date: $(date -u +%FT%TZ)"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv
-  python3 -c "import torch, triton, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"
+  echo "date: $(date -u +%FT%TZ)"; echo "command: bash harness/tests/gpu_run.sh ${GPU_K:+(GPU_K=$GPU_K)}"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv
+  python3 -c "import torch, triton, numpy, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda, 'numpy', numpy.__version__)"
   which ncu nvcc cuobjdump
-} 2>&1 | tee "$OUT/env.txt"
-timeout ${GPU_TESTS_S:-420} python3 -m pytest harness/tests/test_gpu.py -v -p no:cacheprovider -o addopts="" ${GPU_K:+-k "$GPU_K"} 2>&1 | tee "$OUT/gpu_tests.log"
-timeout ${CPU_TESTS_S:-240} python3 -m pytest harness -m "not gpu" -q -p no:cacheprovider -o addopts="" -n 8 2>&1 | tee "$OUT/suite_on_gpu.log"
+} > "$RES/env.txt" 2>&1
+timeout ${GPU_TESTS_S:-330} python3 -m pytest harness/tests/test_gpu.py -v -p no:cacheprovider -o addopts="" ${GPU_K:+-k "$GPU_K"} > "$RES/gpu_tests.log" 2>&1
+if [ -z "${SKIP_SUITE:-}" ]; then
+  timeout ${CPU_TESTS_S:-200} python3 -m pytest harness -m "not gpu" -q -p no:cacheprovider -o addopts="" -n 8 > "$RES/suite_on_gpu.log" 2>&1
+fi
+cp "$RES"/*.ncu-rep "$OUT"/ 2>/dev/null
+tar czf "$OUT/results.tgz" -C "$RES" --exclude='*.ncu-rep' .
+tail -n 40 "$RES/gpu_tests.log"; tail -n 25 "$RES/suite_on_gpu.log" 2>/dev/null

@@ -14,8 +14,16 @@ def test_it_passes_an_honest_triton_kernel_on_every_stage():
     ev = run_fixture("honest_triton_matmul")
     assert ev.verdict is Verdict.PASSED, ev.error
     names = {s.name for s in ev.stages}
-    for stage in ("smoke", "shape_sweep", "adversarial", "exact_01", "determinism", "output_poison",
-                  "guard_bands", "baseline_deviation"):
+    for stage in (
+        "smoke",
+        "shape_sweep",
+        "adversarial",
+        "exact_01",
+        "determinism",
+        "output_poison",
+        "guard_bands",
+        "baseline_deviation",
+    ):
         assert stage in names
     assert all(s.passed for s in ev.stages)
     assert not [f for f in ev.findings if f.severity == "reject"]

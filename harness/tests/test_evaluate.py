@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import kernels
 from harness import Backend, Candidate, EvalConfig, Evaluation, Regime, Verdict, evaluate
-from harness.tests.conftest import run_fixture, source
+from harness.tests.conftest import needs_interpreter, run_fixture, source
 
 
+@needs_interpreter
 def test_it_times_under_the_interpreter_and_labels_the_numbers_as_such():
     ev = run_fixture("honest_triton_matmul", time_candidate=True, device="cpu")
     assert ev.verdict is Verdict.PASSED, ev.error
@@ -25,6 +26,7 @@ def test_it_evaluates_a_second_op():
     assert {"smoke", "shape_sweep", "adversarial"} <= {s.name for s in ev.stages}
 
 
+@needs_interpreter
 def test_it_checks_bf16_as_fp16_in_the_interpreter():
     problem = kernels.parse_problem("matmul", "32x16x24", "bf16", "NN")
     ev = run_fixture("honest_triton_matmul", problem, device="cpu")
@@ -32,6 +34,7 @@ def test_it_checks_bf16_as_fp16_in_the_interpreter():
     assert "interpreter_dtype" in {f.check for f in ev.findings}
 
 
+@needs_interpreter
 def test_it_round_trips_an_evaluation_through_json():
     ev = run_fixture("honest_triton_matmul", time_candidate=True, device="cpu")
     again = Evaluation.from_dict(ev.to_dict())

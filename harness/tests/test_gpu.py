@@ -14,7 +14,16 @@ from pathlib import Path
 import pytest
 
 import kernels
-from harness import Backend, Candidate, EvalConfig, Regime, Verdict, device_ceilings, evaluate, profile
+from harness import (
+    Backend,
+    Candidate,
+    EvalConfig,
+    Regime,
+    Verdict,
+    device_ceilings,
+    evaluate,
+    profile,
+)
 from harness.tests.conftest import checks, run_fixture, source
 
 pytestmark = pytest.mark.gpu
@@ -60,7 +69,13 @@ def test_it_measures_device_ceilings_once_and_caches_them():
 
 def test_it_reads_torch_matmul_against_itself_as_one_within_noise():
     problem = kernels.parse_problem(*BIG, "bf16", "NN")
-    ev = run_fixture("honest_torch_matmul", problem, quick=False, baselines=("torch", "cublaslt"), max_samples=300)
+    ev = run_fixture(
+        "honest_torch_matmul",
+        problem,
+        quick=False,
+        baselines=("torch", "cublaslt"),
+        max_samples=300,
+    )
     _record("matmul_vs_itself_4096_bf16", _timing_summary(ev))
     assert ev.verdict is Verdict.PASSED, ev.error
     s, noise = ev.timings.speedups["torch"], ev.timings.noise
@@ -68,15 +83,6 @@ def test_it_reads_torch_matmul_against_itself_as_one_within_noise():
     assert ev.timings.candidate.samples >= 100
     assert "cublaslt" in ev.timings.baselines, ev.checks.get("baseline_errors")
     assert 20 < ev.pct_of_roof < 110 and not ev.implausible
-
-
-def test_it_times_the_server_regime_and_torch_compile():
-    problem = kernels.parse_problem("matmul", "1024x1024x1024", "fp16", "NN")
-    ev = run_fixture("honest_triton_matmul", problem, regime=Regime.SERVER, baselines=("torch", "compile"))
-    _record("server_regime_1024_fp16", _timing_summary(ev))
-    assert ev.verdict is Verdict.PASSED, ev.error
-    assert ev.timings.regime is Regime.SERVER
-    assert "compile" in ev.timings.baselines, ev.checks.get("baseline_errors")
 
 
 def test_it_catches_a_side_stream_gemm():
@@ -124,5 +130,22 @@ def test_it_builds_a_cuda_candidate_once_and_reports_its_resources():
     second = evaluate(cand, problem, config=EvalConfig(quick=True, time_candidate=False))
     assert second.verdict is Verdict.PASSED, second.error
     assert second.compile.cached and second.compile.seconds < first.compile.seconds
-    _record("cuda_candidate_512x384x256", {"first": first.compile.__dict__, "second": second.compile.__dict__,
-                                            "timing": _timing_summary(first)})
+    _record(
+        "cuda_candidate_512x384x256",
+        {
+            "first": first.compile.__dict__,
+            "second": second.compile.__dict__,
+            "timing": _timing_summary(first),
+        },
+    )
+
+
+def test_it_times_the_server_regime_and_torch_compile():
+    problem = kernels.parse_problem("matmul", "1024x1024x1024", "fp16", "NN")
+    ev = run_fixture(
+        "honest_triton_matmul", problem, regime=Regime.SERVER, baselines=("torch", "compile")
+    )
+    _record("server_regime_1024_fp16", _timing_summary(ev))
+    assert ev.verdict is Verdict.PASSED, ev.error
+    assert ev.timings.regime is Regime.SERVER
+    assert "compile" in ev.timings.baselines, ev.checks.get("baseline_errors")

@@ -67,8 +67,24 @@ def test_it_round_trips_a_profile_through_json():
     [
         ({"sm_pct": 85.0, "memory_pct": 40.0}, Bottleneck.COMPUTE),
         ({"sm_pct": 10.0, "memory_pct": 80.0}, Bottleneck.MEMORY),
-        ({"sm_pct": 20.0, "memory_pct": 20.0, "achieved_occupancy_pct": 10.0, "theoretical_occupancy_pct": 25.0}, Bottleneck.OCCUPANCY),
-        ({"sm_pct": 20.0, "memory_pct": 20.0, "achieved_occupancy_pct": 80.0, "theoretical_occupancy_pct": 100.0}, Bottleneck.LATENCY),
+        (
+            {
+                "sm_pct": 20.0,
+                "memory_pct": 20.0,
+                "achieved_occupancy_pct": 10.0,
+                "theoretical_occupancy_pct": 25.0,
+            },
+            Bottleneck.OCCUPANCY,
+        ),
+        (
+            {
+                "sm_pct": 20.0,
+                "memory_pct": 20.0,
+                "achieved_occupancy_pct": 80.0,
+                "theoretical_occupancy_pct": 100.0,
+            },
+            Bottleneck.LATENCY,
+        ),
         ({}, Bottleneck.UNKNOWN),
     ],
 )

@@ -108,7 +108,13 @@ def test_it_cuts_the_candidate_off_the_network():
 
 def test_it_caps_captured_output():
     with tempfile.TemporaryDirectory() as workdir:
-        res = run_child("selftest_flood", {"bytes": 5_000_000}, workdir, limits=Limits(output_cap_bytes=4096), cuda=False)
+        res = run_child(
+            "selftest_flood",
+            {"bytes": 5_000_000},
+            workdir,
+            limits=Limits(output_cap_bytes=4096),
+            cuda=False,
+        )
     assert res.status is ChildStatus.OK, res.error
     assert len(res.output) < 6000
     assert "bytes dropped" in res.output
@@ -124,7 +130,10 @@ def test_it_refuses_a_result_without_the_right_hmac():
     good = hmac.new(key, body, hashlib.sha256).hexdigest().encode() + b"\n" + body
     assert _verify(good, key, "n1")[0] is not None
     assert _verify(good, key, "other-run")[0] is None
-    assert _verify(b"0" * 64 + b"\n" + body, key, "n1") == (None, "result message failed HMAC verification")
+    assert _verify(b"0" * 64 + b"\n" + body, key, "n1") == (
+        None,
+        "result message failed HMAC verification",
+    )
     assert _verify(b"", key, "n1") == (None, "")
 
 

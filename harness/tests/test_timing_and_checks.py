@@ -36,7 +36,11 @@ def test_it_stops_sampling_once_the_relative_error_is_small():
         sum(range(2000))
 
     out = timing.time_interleaved(
-        {"a": fn, "b": fn}, regime=Regime.INTERPRETER, min_samples=10, max_samples=10_000, target_rel_err=0.05
+        {"a": fn, "b": fn},
+        regime=Regime.INTERPRETER,
+        min_samples=10,
+        max_samples=10_000,
+        target_rel_err=0.05,
     )
     assert 10 <= len(out["a"].host_us) < 10_000
     assert len(out["a"].host_us) == len(out["b"].host_us)
@@ -96,7 +100,12 @@ def test_it_parses_cuobjdump_resource_usage():
         "Resource usage:\n Function _Z3addPfS_:\n  REG:18 STACK:0 SHARED:0 LOCAL:0 CONSTANT[0]:368\n"
         " Function _Z4gemmPfS_:\n  REG:96 STACK:16 SHARED:16384 LOCAL:24 CONSTANT[0]:380\n"
     )
-    assert parse_res_usage(text) == {"registers": 96, "spills": 24, "shared_mem_bytes": 16384, "stack_bytes": 16}
+    assert parse_res_usage(text) == {
+        "registers": 96,
+        "spills": 24,
+        "shared_mem_bytes": 16384,
+        "stack_bytes": 16,
+    }
 
 
 def test_it_flags_times_below_the_measured_roof_as_implausible():

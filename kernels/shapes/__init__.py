@@ -54,15 +54,22 @@ MEMORY_BOUND = [
     _row("cross_entropy", "llama2", 4096, 32000, "vocab 32000"),
     _row("cross_entropy", "llama3", 4096, 128256, "vocab 128256"),
     _row("sum", "w8192", 8192, 8192, "row sums"),
-    NamedProblem("rotary/llama8b", Problem("rotary", (4096, 32, 128), "bf16"), "4096 tokens, 32 heads of 128"),
+    NamedProblem(
+        "rotary/llama8b", Problem("rotary", (4096, 32, 128), "bf16"), "4096 tokens, 32 heads of 128"
+    ),
 ]
 
 OTHERS = [
     NamedProblem(
-        "attention/llama_prefill", Problem("attention", (4, 32, 2048, 128), "bf16", "causal"),
+        "attention/llama_prefill",
+        Problem("attention", (4, 32, 2048, 128), "bf16", "causal"),
         "batch 4, 32 heads, 2048 tokens, head dim 128",
     ),
-    NamedProblem("swiglu/llama8b", Problem("swiglu", (4096, 4096, 14336), "bf16"), "M=4096, d=4096, ffn=14336"),
+    NamedProblem(
+        "swiglu/llama8b",
+        Problem("swiglu", (4096, 4096, 14336), "bf16"),
+        "M=4096, d=4096, ffn=14336",
+    ),
 ]
 
 

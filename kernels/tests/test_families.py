@@ -9,9 +9,7 @@ from kernels.checking import check_source, run_candidate
 from kernels.problem import Problem
 from kernels.tests.test_ops import small_problem
 
-FAMILIES = [
-    (name, family) for name, op in sorted(all_ops().items()) for family in op.families()
-]
+FAMILIES = [(name, family) for name, op in sorted(all_ops().items()) for family in op.families()]
 IDS = [family.name for _, family in FAMILIES]
 TRITON = [(n, f) for n, f in FAMILIES if f.backend == "triton"]
 TRITON_IDS = [f.name for _, f in TRITON]

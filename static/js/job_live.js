@@ -96,6 +96,7 @@
       addIteration(msg.iteration);
     } else if (msg.type === "backfill") {
       msg.iterations.forEach(addIteration);
+      if (msg.more) requestBackfill();
     } else if (msg.type === "status") {
       applyStatus(msg.status);
     }
@@ -114,8 +115,11 @@
         setLive("closed", "no access");
         return;
       }
-      setLive("retry", terminal ? "finished" : "reconnecting…");
-      if (terminal && event.wasClean) return;
+      if (terminal && event.wasClean) {
+        setLive("done", "finished");
+        return;
+      }
+      setLive("retry", "reconnecting…");
       setTimeout(connect, retryMs);
       retryMs = Math.min(retryMs * 2, 10000);
     });

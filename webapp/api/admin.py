@@ -5,7 +5,15 @@ from webapp.api.models import ApiToken, JobBudget
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ("name", "user", "prefix", "all_teams", "created_at", "last_used_at", "revoked_at")
+    list_display = (
+        "name",
+        "user",
+        "prefix",
+        "all_teams",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    )
     list_filter = ("all_teams",)
     # The digest is useless to a reader and the token itself is never stored.
     exclude = ("digest",)

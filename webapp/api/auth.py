@@ -10,7 +10,9 @@ from webapp.api.errors import ApiError, ErrorCode
 
 
 class TokenAuth(HttpBearer):
-    openapi_description = "An API token from /settings/tokens/, sent as `Authorization: Bearer kf_…`."
+    openapi_description = (
+        "An API token from /settings/tokens/, sent as `Authorization: Bearer kf_…`."
+    )
 
     def __call__(self, request: HttpRequest) -> selectors.Principal:
         principal = super().__call__(request)

@@ -43,7 +43,9 @@ class ApiToken(models.Model):
 class JobBudget(models.Model):
     """GPU minutes a job may spend, set at submission; the team's quota counts it while active."""
 
-    job = models.OneToOneField(Job, on_delete=models.CASCADE, primary_key=True, related_name="budget")
+    job = models.OneToOneField(
+        Job, on_delete=models.CASCADE, primary_key=True, related_name="budget"
+    )
     gpu_minutes = models.PositiveIntegerField()
     token = models.ForeignKey(
         ApiToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

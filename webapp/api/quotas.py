@@ -43,7 +43,9 @@ def team_usage(*, team_id: int) -> TeamUsage:
         )["s"]
         or 0.0
     )
-    active = list(Job.objects.filter(team_id=team_id, status__in=Job.ACTIVE).values_list("id", flat=True))
+    active = list(
+        Job.objects.filter(team_id=team_id, status__in=Job.ACTIVE).values_list("id", flat=True)
+    )
     budgets = dict(JobBudget.objects.filter(job_id__in=active).values_list("job_id", "gpu_minutes"))
     spent = dict(
         Iteration.objects.filter(job_id__in=active)
@@ -52,7 +54,11 @@ def team_usage(*, team_id: int) -> TeamUsage:
         .values_list("job_id", "s")
     )
     reserved_min = sum(
-        max(0.0, budgets.get(job_id, settings.KF_JOB_DEFAULT_GPU_MINUTES) - (spent.get(job_id) or 0.0) / 60)
+        max(
+            0.0,
+            budgets.get(job_id, settings.KF_JOB_DEFAULT_GPU_MINUTES)
+            - (spent.get(job_id) or 0.0) / 60,
+        )
         for job_id in active
     )
     return TeamUsage(

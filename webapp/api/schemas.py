@@ -4,12 +4,27 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
-from pydantic import model_validator
+from pydantic import AfterValidator, model_validator
 
 from webapp.api.errors import ErrorCode
+
+
+def _storable(value: str) -> str:
+    """Text the database can hold: PostgreSQL refuses NUL, and UTF-8 has no lone surrogates."""
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode text (no lone surrogates)") from None
+    return value
+
+
+# Every free-text input of the API is Text, so odd characters get a 422, never a 500.
+Text = Annotated[str, AfterValidator(_storable)]
 
 # --- errors
 
@@ -61,16 +76,16 @@ class MeOut(Schema):
 
 
 class ProblemIn(Schema):
-    op: str = Field(min_length=1, max_length=40)
-    shape: str | list[int] = Field(description="e.g. '4096x4096x4096' or [4096, 4096, 4096]")
-    dtype: str = Field(min_length=1, max_length=10)
-    layout: str = Field("", max_length=20)
+    op: Text = Field(min_length=1, max_length=40)
+    shape: Text | list[int] = Field(description="e.g. '4096x4096x4096' or [4096, 4096, 4096]")
+    dtype: Text = Field(min_length=1, max_length=10)
+    layout: Text = Field("", max_length=20)
 
 
 class JobCreateIn(Schema):
-    team: str = Field(min_length=1, max_length=90, description="The team's slug.")
-    title: str | None = Field(None, max_length=120)
-    shapes: str | None = Field(
+    team: Text = Field(min_length=1, max_length=90, description="The team's slug.")
+    title: Text | None = Field(None, max_length=120)
+    shapes: Text | None = Field(
         None,
         max_length=1_000_000,
         description="A shape set as CSV (with a header), JSON or YAML text, as on the web form.",
@@ -79,7 +94,7 @@ class JobCreateIn(Schema):
     problems: list[ProblemIn] | None = Field(
         None, max_length=1000, description="Instead of `shapes`: the problems as a list."
     )
-    queue: str | None = Field(None, max_length=40, description="Worker queue; default the first.")
+    queue: Text | None = Field(None, max_length=40, description="Worker queue; default the first.")
     gpu_minutes: int | None = Field(
         None, ge=1, le=1_000_000, description="GPU-minute budget; counts against the team's quota."
     )

@@ -114,7 +114,9 @@ def job_winners(*, job: Job) -> list[Winner]:
     best: dict[int, Iteration] = {}
     for it in kept_iterations().filter(job=job).order_by("-speedup", "seq"):
         best.setdefault(it.task_id, it)
-    return [Winner(task=it.task, iteration=it) for it in sorted(best.values(), key=lambda i: i.task_id)]
+    return [
+        Winner(task=it.task, iteration=it) for it in sorted(best.values(), key=lambda i: i.task_id)
+    ]
 
 
 @dataclass(frozen=True)

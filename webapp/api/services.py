@@ -83,7 +83,9 @@ def token_authenticate(*, raw: str) -> ApiToken:
         else None
     )
     if token is None or not hmac.compare_digest(token.digest, _digest(raw)):
-        raise ApiError(ErrorCode.NOT_AUTHENTICATED, "Send a valid API token: Authorization: Bearer kf_…")
+        raise ApiError(
+            ErrorCode.NOT_AUTHENTICATED, "Send a valid API token: Authorization: Bearer kf_…"
+        )
     if token.is_revoked:
         raise ApiError(ErrorCode.TOKEN_REVOKED, "This API token was revoked; create a new one.")
     if not token.user.is_active:
@@ -213,7 +215,8 @@ def job_cancel(*, principal: Principal, job: Job) -> Job:
     """Ask the job to stop (idempotent while it is active); 409 once it has ended."""
     if job.is_terminal or job.status == Job.Status.AWAITING_PROFILER:
         raise ApiError(
-            ErrorCode.JOB_NOT_CANCELLABLE, f"The job is {job.status}; only active jobs can be cancelled."
+            ErrorCode.JOB_NOT_CANCELLABLE,
+            f"The job is {job.status}; only active jobs can be cancelled.",
         )
     job_services.job_cancel(job=job, user=principal.user)
     job.refresh_from_db()

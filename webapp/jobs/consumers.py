@@ -16,6 +16,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from webapp.jobs import events, selectors
 
 CLOSE_FORBIDDEN = 4403
+BACKFILL_PAGE = 500
 
 
 class JobConsumer(AsyncJsonWebsocketConsumer):
@@ -49,9 +50,11 @@ class JobConsumer(AsyncJsonWebsocketConsumer):
 
     async def _backfill(self, after: int) -> None:
         rows = await database_sync_to_async(selectors.iterations_after)(
-            job_id=self.job_id, after_seq=after
+            job_id=self.job_id, after_seq=after, limit=BACKFILL_PAGE
         )
-        await self.send_json({"type": "backfill", "after": after, "iterations": rows})
+        # A full page means there may be more: the client asks again after the last one.
+        more = len(rows) == BACKFILL_PAGE
+        await self.send_json({"type": "backfill", "after": after, "iterations": rows, "more": more})
 
     async def _send_status(self) -> None:
         status = await database_sync_to_async(selectors.job_status_event)(job_id=self.job_id)

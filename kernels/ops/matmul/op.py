@@ -80,7 +80,9 @@ class MatmulOp(Op):
             # inside one tile, but not inside one dot product (whose fp32 sum would then be
             # dominated by a few terms, a test of the accumulator rather than of the kernel).
             t = torch.randn(shape, generator=gen, device=device)
-            outer_dim = (0 if operands[0] == "N" else 1) if index == 0 else (1 if operands[1] == "N" else 0)
+            outer_dim = (
+                (0 if operands[0] == "N" else 1) if index == 0 else (1 if operands[1] == "N" else 0)
+            )
             exps = torch.randint(-span, span + 1, (shape[outer_dim],), generator=gen, device=device)
             scale = torch.pow(2.0, exps.float())
             scale = scale[:, None] if outer_dim == 0 else scale[None, :]

@@ -27,6 +27,7 @@ from webapp.api.schemas import (
     JobDetailOut,
     JobPage,
     TaskOut,
+    Text,
     WinnersOut,
 )
 from webapp.jobs import selectors as job_selectors
@@ -158,16 +159,16 @@ def _problems_json(payload: JobCreateIn) -> str:
 )
 def job_create_from_model(
     request: HttpRequest,
-    team: Annotated[str, Form(min_length=1, max_length=90)],
+    team: Annotated[Text, Form(min_length=1, max_length=90)],
     model_file: File[UploadedFile],
-    title: Annotated[str, Form(min_length=1, max_length=120)] = "Model from the API",
-    gpu_minutes: Annotated[int | None, Form(ge=1, le=1_000_000)] = None,
+    title: Annotated[Text | None, Form(None, min_length=1, max_length=120)] = None,
+    gpu_minutes: Annotated[int | None, Form(None, ge=1, le=1_000_000)] = None,
 ) -> Status:
     """The file is stored with the job, which waits for the model profiler (a later release)."""
     job = services.job_submit_model(
         principal=principal(request),
         team_slug=team,
-        title=title,
+        title=title or model_file.name or "Model from the API",
         model_file=model_file,
         gpu_minutes=gpu_minutes,
     )
@@ -177,7 +178,7 @@ def job_create_from_model(
 @router.get("/jobs", response={200: JobPage, **ERRORS}, summary="List jobs, newest first")
 def job_list(
     request: HttpRequest,
-    team: Annotated[str | None, Query(max_length=90, description="A team's slug")] = None,
+    team: Annotated[Text | None, Query(max_length=90, description="A team's slug")] = None,
     status: Annotated[JobStatus | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int, Query(ge=0, le=PG_INT_MAX)] = 0,
@@ -212,7 +213,9 @@ def job_cancel(request: HttpRequest, job_id: JobId) -> Status:
 # --- tasks and iterations ---------------------------------------------------------------------
 
 
-@router.get("/jobs/{job_id}/tasks", response={200: list[TaskOut], **ERRORS}, summary="A job's tasks")
+@router.get(
+    "/jobs/{job_id}/tasks", response={200: list[TaskOut], **ERRORS}, summary="A job's tasks"
+)
 def task_list(request: HttpRequest, job_id: JobId) -> list[dict]:
     return [_task_out(t) for t in _tasks(_job_or_404(request, job_id))]
 
@@ -280,7 +283,20 @@ EVENTS_DOC = {
                 "events with `id:` = seq, then `end` when the job is over (or `timeout` after "
                 "`max_s`). Reconnect with `Last-Event-ID` or `?after=` to resume."
             ),
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "content": {
+                "text/event-stream": {
+                    # One schema per event (how OpenAPI tools read SSE streams).
+                    "schema": {
+                        "type": "object",
+                        "required": ["event", "data"],
+                        "properties": {
+                            "event": {"enum": ["status", "iteration", "end", "timeout"]},
+                            "id": {"type": "string", "description": "iteration events: seq"},
+                            "data": {"type": "string", "description": "a JSON object"},
+                        },
+                    }
+                }
+            },
         }
     }
 }

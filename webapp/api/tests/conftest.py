@@ -89,7 +89,9 @@ def bob_api(bob, bob_team, make_token) -> Client:
     return client_for(make_token(bob))
 
 
-SHAPES_YAML = "- {op: rmsnorm, shape: 8x64, dtype: fp32}\n- {op: matmul, shape: 64x48x32, dtype: fp16}\n"
+SHAPES_YAML = (
+    "- {op: rmsnorm, shape: 8x64, dtype: fp32}\n- {op: matmul, shape: 64x48x32, dtype: fp16}\n"
+)
 
 
 @pytest.fixture

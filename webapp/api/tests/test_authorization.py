@@ -63,7 +63,10 @@ def test_the_owning_teams_token_reaches_every_job_endpoint(alice_api, alices_job
     job, task = alices_job
     response = call(alice_api, method, path, job, task)
     # The job still has a queued task, so cancelling it is accepted (202).
-    assert response.status_code == (202 if path.endswith("/cancel") else 200), (path, response.content)
+    assert response.status_code == (202 if path.endswith("/cancel") else 200), (
+        path,
+        response.content,
+    )
 
 
 def test_another_teams_token_lists_and_ranks_nothing_of_yours(bob_api, alices_job):

@@ -31,7 +31,9 @@ def parse(text: str) -> list[dict]:
 def stream(token: str, path: str, **headers) -> tuple[int, str, str]:
     async def go():
         # Headers per request: AsyncClient(headers=...) mangles their names (Django 5.2).
-        response = await AsyncClient().get(path, headers={"Authorization": f"Bearer {token}", **headers})
+        response = await AsyncClient().get(
+            path, headers={"Authorization": f"Bearer {token}", **headers}
+        )
         if not response.streaming:
             return response.status_code, response["Content-Type"], response.content.decode()
         chunks = [chunk async for chunk in response.streaming_content]

@@ -14,7 +14,9 @@ def test_it_creates_a_job_from_a_yaml_shape_set_with_the_web_forms_rules(alice_a
     assert response.status_code == 201, response.content
     body = response.json()
     job = Job.objects.get(id=body["id"])
-    assert body["status"] == "queued" and body["team"] == "alices-team" and body["title"] == "nightly"
+    assert (
+        body["status"] == "queued" and body["team"] == "alices-team" and body["title"] == "nightly"
+    )
     assert [p["key"] for p in body["problems"]] == ["rmsnorm/8x64/fp32", "matmul/64x48x32/fp16/NN"]
     assert [t["status"] for t in body["tasks"]] == ["queued", "queued"]
     assert job.tasks.filter(queue="cpu").count() == 2
@@ -34,7 +36,10 @@ def test_it_enqueues_each_task_after_commit(alice_api, django_capture_on_commit_
 
 def test_it_creates_a_job_from_a_problem_list(alice_api, submit):
     response = submit(
-        alice_api, shapes=None, format="auto", problems=[{"op": "rmsnorm", "shape": [8, 64], "dtype": "fp16"}]
+        alice_api,
+        shapes=None,
+        format="auto",
+        problems=[{"op": "rmsnorm", "shape": [8, 64], "dtype": "fp16"}],
     )
     assert response.status_code == 201, response.content
     assert response.json()["problems"][0]["key"] == "rmsnorm/8x64/fp16"
@@ -43,19 +48,29 @@ def test_it_creates_a_job_from_a_problem_list(alice_api, submit):
 @pytest.mark.parametrize(
     ("body", "code", "field"),
     [
-        ({"shapes": "op,shape,dtype\nconv9d,1x1,fp16", "format": "csv"}, "invalid_shape_set", "shapes"),
+        (
+            {"shapes": "op,shape,dtype\nconv9d,1x1,fp16", "format": "csv"},
+            "invalid_shape_set",
+            "shapes",
+        ),
         ({"shapes": "- {op: rmsnorm, shape: 8x8, dtype: int4}"}, "invalid_shape_set", "shapes"),
-        ({"shapes": "[{\"op\": \"matmul\"", "format": "json"}, "invalid_shape_set", "shapes"),
+        ({"shapes": '[{"op": "matmul"', "format": "json"}, "invalid_shape_set", "shapes"),
         ({"shapes": ""}, "invalid_shape_set", "shapes"),
         ({"queue": "gpu.nope"}, "unknown_queue", "queue"),
         ({"team": "no-such-team"}, "unknown_team", None),
         ({"gpu_minutes": 0}, "validation_error", None),
         ({"title": "x" * 121}, "validation_error", None),
-        ({"problems": [{"op": "rmsnorm", "shape": "8x8", "dtype": "fp32"}]}, "validation_error", None),
+        (
+            {"problems": [{"op": "rmsnorm", "shape": "8x8", "dtype": "fp32"}]},
+            "validation_error",
+            None,
+        ),
         ({"format": "toml"}, "validation_error", None),
     ],
 )
-def test_it_rejects_bad_input_with_a_stable_code_and_creates_nothing(alice_api, submit, body, code, field):
+def test_it_rejects_bad_input_with_a_stable_code_and_creates_nothing(
+    alice_api, submit, body, code, field
+):
     response = submit(alice_api, **body)
     assert response.status_code == 422, response.content
     error = response.json()["error"]
@@ -81,7 +96,9 @@ def test_it_refuses_a_body_over_the_limit_before_parsing_it(alice_api, settings)
 
 def test_it_refuses_a_shape_file_over_the_forms_limit(alice_api, submit, settings):
     settings.KF_MAX_SHAPE_FILE_BYTES = 100
-    response = submit(alice_api, shapes="op,shape,dtype\n" + "rmsnorm,8x64,fp32\n" * 20, format="csv")
+    response = submit(
+        alice_api, shapes="op,shape,dtype\n" + "rmsnorm,8x64,fp32\n" * 20, format="csv"
+    )
     assert response.status_code == 422 and response.json()["error"]["code"] == "invalid_shape_set"
 
 
@@ -89,7 +106,9 @@ def test_it_stores_a_model_file_job(alice_api):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     upload = SimpleUploadedFile("net.pt", b"\x80\x02weights")
-    response = alice_api.post("/api/v1/jobs/model", {"team": "alices-team", "title": "net", "model_file": upload})
+    response = alice_api.post(
+        "/api/v1/jobs/model", {"team": "alices-team", "title": "net", "model_file": upload}
+    )
     assert response.status_code == 201, response.content
     assert response.json()["status"] == "awaiting_profiler" and response.json()["kind"] == "model"
 
@@ -118,12 +137,18 @@ def test_it_reads_a_job_its_tasks_and_iterations(alice_api, submit):
     task = Task.objects.filter(job_id=job_id).order_by("id").first()
     worker = FakeWorker(task.id)
     worker.iterate(verdict="baseline")
-    worker.iterate(verdict="kept", speedup=1.7, source="def run(*inputs, out):\n    out.copy_(inputs[0])\n")
+    worker.iterate(
+        verdict="kept", speedup=1.7, source="def run(*inputs, out):\n    out.copy_(inputs[0])\n"
+    )
 
     job = alice_api.get(f"/api/v1/jobs/{job_id}").json()
     assert job["status"] == "running" and job["last_seq"] == 2
     tasks = alice_api.get(f"/api/v1/jobs/{job_id}/tasks").json()
-    assert tasks[0]["status"] == "running" and tasks[0]["iterations"] == 2 and tasks[0]["best_speedup"] == 1.7
+    assert (
+        tasks[0]["status"] == "running"
+        and tasks[0]["iterations"] == 2
+        and tasks[0]["best_speedup"] == 1.7
+    )
     one = alice_api.get(f"/api/v1/jobs/{job_id}/tasks/{task.id}").json()
     assert one["id"] == task.id and one["problem"] == "rmsnorm/8x64/fp32"
 
@@ -135,7 +160,9 @@ def test_it_reads_a_job_its_tasks_and_iterations(alice_api, submit):
 
     full = alice_api.get(f"/api/v1/jobs/{job_id}/iterations/2").json()
     assert "out.copy_" in full["source"] and full["evaluation"]["device"]["kind"] == "cuda"
-    assert alice_api.get(f"/api/v1/jobs/{job_id}/iterations/3").json()["error"]["code"] == "not_found"
+    assert (
+        alice_api.get(f"/api/v1/jobs/{job_id}/iterations/3").json()["error"]["code"] == "not_found"
+    )
     assert alice_api.get(f"/api/v1/jobs/{job_id}/tasks/999999").status_code == 404
 
 

@@ -30,9 +30,13 @@ def test_it_refuses_a_budget_the_teams_gpu_minutes_cannot_cover(alice_api, submi
     assert submit(alice_api, gpu_minutes=40).status_code == 201
 
 
-def test_it_counts_spent_gpu_time_and_releases_the_rest_when_a_job_ends(alice, team, alice_api, submit, settings):
+def test_it_counts_spent_gpu_time_and_releases_the_rest_when_a_job_ends(
+    alice, team, alice_api, submit, settings
+):
     settings.KF_TEAM_GPU_MINUTES = 100
-    job_id = submit(alice_api, gpu_minutes=60, shapes="- {op: rmsnorm, shape: 8x64, dtype: fp32}").json()["id"]
+    job_id = submit(
+        alice_api, gpu_minutes=60, shapes="- {op: rmsnorm, shape: 8x64, dtype: fp32}"
+    ).json()["id"]
     worker = FakeWorker(Task.objects.get(job_id=job_id).id)
     for _ in range(4):
         worker.iterate()  # 30 GPU seconds each: 2 minutes spent
@@ -40,15 +44,23 @@ def test_it_counts_spent_gpu_time_and_releases_the_rest_when_a_job_ends(alice, t
     assert (usage.gpu_minutes_used, usage.gpu_minutes_reserved) == (2.0, 58.0)
     worker.finish()
     usage = quotas.team_usage(team_id=team.id)
-    assert (usage.active_jobs, usage.gpu_minutes_reserved, usage.gpu_minutes_available) == (0, 0.0, 98.0)
+    assert (usage.active_jobs, usage.gpu_minutes_reserved, usage.gpu_minutes_available) == (
+        0,
+        0.0,
+        98.0,
+    )
     me = alice_api.get("/api/v1/teams").json()[0]["usage"]
     assert me["gpu_minutes_available"] == 98.0 and me["gpu_minutes_quota"] == 100
 
 
-def test_it_counts_web_form_jobs_at_the_default_budget(alice, team, settings, django_capture_on_commit_callbacks, problems):
+def test_it_counts_web_form_jobs_at_the_default_budget(
+    alice, team, settings, django_capture_on_commit_callbacks, problems
+):
     from webapp.jobs import services
 
     settings.KF_JOB_DEFAULT_GPU_MINUTES = 25
     with django_capture_on_commit_callbacks(execute=False):
-        services.job_create_from_shapes(user=alice, team=team, title="web", problems=problems, queue="cpu")
+        services.job_create_from_shapes(
+            user=alice, team=team, title="web", problems=problems, queue="cpu"
+        )
     assert quotas.team_usage(team_id=team.id).gpu_minutes_reserved == 25

@@ -36,7 +36,13 @@ def test_it_picks_the_fastest_kept_kernel_per_problem_as_the_winner(alice_api, s
 def test_it_downloads_the_winners_as_a_zip_with_a_provenance_manifest(alice_api, submit):
     job, (rms, mm) = job_with_tasks(submit, alice_api, title="Nightly run")
     rms.iterate(verdict="kept", speedup=1.4, source="# rms winner\ndef run(x, w, out):\n    pass\n")
-    mm.iterate(verdict="kept", speedup=1.1, kind="interpreter", regime="interpreter", device="cpu (triton interpreter)")
+    mm.iterate(
+        verdict="kept",
+        speedup=1.1,
+        kind="interpreter",
+        regime="interpreter",
+        device="cpu (triton interpreter)",
+    )
     response = alice_api.get(f"/api/v1/jobs/{job.id}/download")
     assert response.status_code == 200 and response["Content-Type"] == "application/zip"
     assert f"kernelforge-{job.id}.zip" in response["Content-Disposition"]
@@ -74,7 +80,10 @@ def test_the_leaderboard_ranks_each_jobs_best_per_problem_and_gpu(alice_api, sub
     rms2.iterate(verdict="kept", speedup=1.8, device="NVIDIA H200")
     mm1.iterate(verdict="kept", speedup=1.2)
     board = alice_api.get("/api/v1/leaderboard").json()["groups"]
-    summary = [(g["problem_key"], g["device"], [(e["job_title"], e["speedup"]) for e in g["entries"]]) for g in board]
+    summary = [
+        (g["problem_key"], g["device"], [(e["job_title"], e["speedup"]) for e in g["entries"]])
+        for g in board
+    ]
     assert summary == [
         ("matmul/64x48x32/fp16/NN", "NVIDIA H100 80GB HBM3", [("first", 1.2)]),
         ("rmsnorm/8x64/fp32", "NVIDIA H100 80GB HBM3", [("second", 2.1), ("first", 1.6)]),
@@ -82,7 +91,9 @@ def test_the_leaderboard_ranks_each_jobs_best_per_problem_and_gpu(alice_api, sub
     ]
     assert [e["rank"] for e in board[1]["entries"]] == [1, 2]
     filtered = alice_api.get("/api/v1/leaderboard?op=rmsnorm&device=NVIDIA H200").json()["groups"]
-    assert [(g["problem_key"], g["device"]) for g in filtered] == [("rmsnorm/8x64/fp32", "NVIDIA H200")]
+    assert [(g["problem_key"], g["device"]) for g in filtered] == [
+        ("rmsnorm/8x64/fp32", "NVIDIA H200")
+    ]
     assert alice_api.get("/api/v1/leaderboard?dtype=bf16").json()["groups"] == []
 
 
@@ -95,7 +106,9 @@ def test_the_leaderboard_ranks_each_jobs_best_per_problem_and_gpu(alice_api, sub
         {"implausible": True},
     ],
 )
-def test_the_leaderboard_never_ranks_interpreter_or_implausible_results(alice_api, submit, evaluation):
+def test_the_leaderboard_never_ranks_interpreter_or_implausible_results(
+    alice_api, submit, evaluation
+):
     job, (rms, _) = job_with_tasks(submit, alice_api)
     rms.iterate(verdict="kept", speedup=5.0, **evaluation)
     assert alice_api.get("/api/v1/leaderboard").json()["groups"] == []

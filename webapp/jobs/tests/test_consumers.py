@@ -104,3 +104,26 @@ def test_it_refuses_a_foreign_origin_even_with_a_valid_session(client, alice, ru
         assert not connected
 
     run(scenario)
+
+
+def test_it_pages_a_long_backfill(client, alice, running_job, monkeypatch):
+    from webapp.jobs import consumers
+
+    monkeypatch.setattr(consumers, "BACKFILL_PAGE", 2)
+    job, task = running_job
+    for index in range(3):
+        record(task, index)
+    headers = session_headers(client, alice)
+
+    async def scenario():
+        ws = WebsocketCommunicator(application, f"/ws/jobs/{job.id}/", headers=headers)
+        assert (await ws.connect())[0]
+        await ws.receive_json_from(timeout=5)  # status
+        first = await ws.receive_json_from(timeout=5)
+        assert [it["seq"] for it in first["iterations"]] == [1, 2] and first["more"] is True
+        await ws.send_json_to({"type": "backfill", "after": 2})
+        rest = await ws.receive_json_from(timeout=5)
+        assert [it["seq"] for it in rest["iterations"]] == [3] and rest["more"] is False
+        await ws.disconnect()
+
+    run(scenario)

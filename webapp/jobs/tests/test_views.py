@@ -134,3 +134,14 @@ def test_it_sends_people_without_a_team_to_create_one(client, bob):
     client.force_login(bob)
     response = client.get(reverse("jobs:new"))
     assert response.status_code == 302 and response.url == reverse("accounts:teams")
+
+
+def test_it_lets_a_member_cancel_a_job_from_its_page(member, alice, team, problems):
+    job = services.job_create_from_shapes(
+        user=alice, team=team, title="t", problems=problems, queue="x"
+    )
+    response = member.post(reverse("jobs:cancel", args=[job.id]), follow=True)
+    assert "Cancelling" in response.content.decode()
+    job.refresh_from_db()
+    assert job.status == Job.Status.CANCELLED and job.cancel_requested
+    assert set(job.tasks.values_list("status", flat=True)) == {Task.Status.CANCELLED}

@@ -1,7 +1,8 @@
 """The matmul kernel families the agents search (each renders a complete candidate module)."""
 
+from kernels.ops.matmul.families.cuda_wmma import CudaWmmaMatmul
 from kernels.ops.matmul.families.persistent_tma import PersistentTmaMatmul
 from kernels.ops.matmul.families.splitk import SplitKMatmul
 from kernels.ops.matmul.families.tiled import TiledMatmul
 
-FAMILIES = (TiledMatmul(), PersistentTmaMatmul(), SplitKMatmul())
+FAMILIES = (TiledMatmul(), PersistentTmaMatmul(), SplitKMatmul(), CudaWmmaMatmul())

@@ -21,7 +21,7 @@ from kernels.ops.matmul.families.common import (
 from kernels.problem import Family, ParamSpace, Problem
 from kernels.render import FAST_LAUNCH, render_module
 
-PERSISTENT_KERNEL = '''
+PERSISTENT_KERNEL = """
 @triton.jit
 def matmul_persistent_tma_kernel(
     a_desc, b_desc, c_desc, bias_ptr, M, N, K, stride_a, stride_b, stride_c,
@@ -74,20 +74,21 @@ def matmul_persistent_tma_kernel(
             c_desc.store([off_m, off_n + BLOCK_N // 2], right.to(c_desc.dtype))
         else:
             c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
-'''.strip()
+""".strip()
 
 TEMPLATE = (
-    '''$HEADER
+    """$HEADER
 
 import torch
 import triton
 import triton.language as tl
+from triton.runtime import driver
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 $CONSTANTS
 
 
-'''
+"""
     + FAST_LAUNCH
     + "\n\n\n"
     + snippets.EPILOGUE_FN
@@ -130,7 +131,7 @@ def num_programs(device, num_tiles):
 def run(a, b, *rest, out):
 '''
     + snippets.OPERAND_VIEWS
-    + '''
+    + """
     if not tma_compatible(a, b, out):
         grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)
         launch(matmul_tiled_kernel, grid,
@@ -160,7 +161,7 @@ def run(a, b, *rest, out):
         HAS_BIAS=HAS_BIAS, ACTIVATION=ACTIVATION,
         num_warps=NUM_WARPS, num_stages=NUM_STAGES,
     )
-'''
+"""
 )
 
 

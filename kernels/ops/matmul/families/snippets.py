@@ -4,7 +4,7 @@ Each candidate must be one self-contained module, so shared pieces are text, not
 """
 
 # The fused epilogue: bias then activation, in fp32, before the cast to the output dtype.
-EPILOGUE_FN = '''
+EPILOGUE_FN = """
 @triton.jit
 def apply_epilogue(acc, bias_ptr, offs_n, N, HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr):
     if HAS_BIAS:
@@ -18,11 +18,11 @@ def apply_epilogue(acc, bias_ptr, offs_n, N, HAS_BIAS: tl.constexpr, ACTIVATION:
         inner = 0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)
         acc = 0.5 * acc * (2.0 * tl.sigmoid(2.0 * inner))
     return acc
-'''.strip()
+""".strip()
 
 # Which output tile a linear tile index names. Tiles are visited in groups of GROUP tiles along
 # one dimension so that consecutive programs share operand tiles while they are in L2.
-TILE_COORDS_FN = '''
+TILE_COORDS_FN = """
 @triton.jit
 def tile_coords(tile_id, num_pid_m, num_pid_n, GROUP: tl.constexpr, M_MAJOR: tl.constexpr):
     if M_MAJOR:  # GROUP row-tiles sweep across N together
@@ -38,12 +38,12 @@ def tile_coords(tile_id, num_pid_m, num_pid_n, GROUP: tl.constexpr, M_MAJOR: tl.
         pid_n = first_n + (tile_id % per_group) % cols
         pid_m = (tile_id % per_group) // cols
     return pid_m, pid_n
-'''.strip()
+""".strip()
 
 # One program per output tile, plain pointer loads: correct for any shape, stride and layout.
 # Rows and columns past the edge are redirected to row/column 0 instead of masked, so only K
 # needs masks; those rows are computed and then dropped by the store mask.
-TILED_KERNEL = '''
+TILED_KERNEL = """
 @triton.jit
 def matmul_tiled_kernel(
     a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
@@ -76,13 +76,13 @@ def matmul_tiled_kernel(
     c_ptrs = c_ptr + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :] * stride_cn
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
-'''.strip()
+""".strip()
 
 # run()'s first lines: the logical (M, K) x (K, N) views whatever the storage layout.
-OPERAND_VIEWS = '''
+OPERAND_VIEWS = """
     a_view = a.T if A_TRANS else a  # logical (M, K)
     b_view = b.T if B_TRANS else b  # logical (K, N)
     bias = rest[0] if HAS_BIAS else out  # any pointer when there is no bias; never read
     M, K = a_view.shape
     N = b_view.shape[1]
-'''.strip("\n")
+""".strip("\n")

@@ -18,7 +18,7 @@ from kernels.ops.matmul.families.common import (
 from kernels.problem import Family, ParamSpace, Problem
 from kernels.render import FAST_LAUNCH, render_module
 
-SPLITK_KERNELS = '''
+SPLITK_KERNELS = """
 @triton.jit
 def matmul_partial_kernel(
     a_ptr, b_ptr, ws_ptr, M, N, K, k_per_split,
@@ -67,21 +67,22 @@ def splitk_reduce_kernel(
     acc = apply_epilogue(acc, bias_ptr, offs_n, N, HAS_BIAS, ACTIVATION)
     out = acc.to(c_ptr.dtype.element_ty)
     tl.store(c_ptr + row.to(tl.int64) * stride_cm + offs_n[None, :] * stride_cn, out, mask=mask[None, :])
-'''.strip()
+""".strip()
 
 TEMPLATE = (
-    '''$HEADER
+    """$HEADER
 
 import torch
 import triton
 import triton.language as tl
+from triton.runtime import driver
 
 $CONSTANTS
 
 REDUCE_BLOCK = 1024  # columns per program of the reduction kernel
 
 
-'''
+"""
     + FAST_LAUNCH
     + "\n\n\n"
     + snippets.EPILOGUE_FN
@@ -91,13 +92,13 @@ REDUCE_BLOCK = 1024  # columns per program of the reduction kernel
     + snippets.TILED_KERNEL
     + "\n\n\n"
     + SPLITK_KERNELS
-    + '''
+    + """
 
 
 def run(a, b, *rest, out):
-'''
+"""
     + snippets.OPERAND_VIEWS
-    + '''
+    + """
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
     k_blocks = triton.cdiv(K, BLOCK_K)
     splits = min(SPLIT_K, k_blocks)
@@ -127,7 +128,7 @@ def run(a, b, *rest, out):
         SPLIT_K=splits, BLOCK=REDUCE_BLOCK, HAS_BIAS=HAS_BIAS, ACTIVATION=ACTIVATION,
         num_warps=4,
     )
-'''
+"""
 )
 
 
@@ -154,10 +155,26 @@ class SplitKMatmul(Family):
     def default(self, problem: Problem) -> dict:
         m, n, k = problem.shape
         if m <= 16:
-            return {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 256, "SPLIT_K": 4, "GROUP": 1,
-                    "TILE_ORDER": "m_major", "NUM_WARPS": 4, "NUM_STAGES": 4}
-        return {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "SPLIT_K": 4 if k >= 4 * max(m, n) else 2,
-                "GROUP": 8, "TILE_ORDER": "m_major", "NUM_WARPS": 4, "NUM_STAGES": 4}
+            return {
+                "BLOCK_M": 16,
+                "BLOCK_N": 64,
+                "BLOCK_K": 256,
+                "SPLIT_K": 4,
+                "GROUP": 1,
+                "TILE_ORDER": "m_major",
+                "NUM_WARPS": 4,
+                "NUM_STAGES": 4,
+            }
+        return {
+            "BLOCK_M": 64,
+            "BLOCK_N": 128,
+            "BLOCK_K": 64,
+            "SPLIT_K": 4 if k >= 4 * max(m, n) else 2,
+            "GROUP": 8,
+            "TILE_ORDER": "m_major",
+            "NUM_WARPS": 4,
+            "NUM_STAGES": 4,
+        }
 
     def check(self, problem: Problem, params) -> str | None:
         if (why := super().check(problem, params)) is not None:

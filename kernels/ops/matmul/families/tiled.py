@@ -17,16 +17,17 @@ from kernels.problem import Family, ParamSpace, Problem
 from kernels.render import FAST_LAUNCH, render_module
 
 TEMPLATE = (
-    '''$HEADER
+    """$HEADER
 
 import torch
 import triton
 import triton.language as tl
+from triton.runtime import driver
 
 $CONSTANTS
 
 
-'''
+"""
     + FAST_LAUNCH
     + "\n\n\n"
     + snippets.EPILOGUE_FN
@@ -34,13 +35,13 @@ $CONSTANTS
     + snippets.TILE_COORDS_FN
     + "\n\n\n"
     + snippets.TILED_KERNEL
-    + '''
+    + """
 
 
 def run(a, b, *rest, out):
-'''
+"""
     + snippets.OPERAND_VIEWS
-    + '''
+    + """
     grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)
     launch(matmul_tiled_kernel, grid,
         a_view, b_view, out, bias, M, N, K,
@@ -51,7 +52,7 @@ def run(a, b, *rest, out):
         HAS_BIAS=HAS_BIAS, ACTIVATION=ACTIVATION,
         num_warps=NUM_WARPS, num_stages=NUM_STAGES,
     )
-'''
+"""
 )
 
 
@@ -71,19 +72,43 @@ class TiledMatmul(Family):
                 "NUM_WARPS": [2, 4, 8],
                 "NUM_STAGES": [1, 2, 3, 4, 5],
             },
-            constraints=("smem: NUM_STAGES*(BLOCK_M+BLOCK_N)*BLOCK_K*elt", "regs: BLOCK_M*BLOCK_N/threads"),
+            constraints=(
+                "smem: NUM_STAGES*(BLOCK_M+BLOCK_N)*BLOCK_K*elt",
+                "regs: BLOCK_M*BLOCK_N/threads",
+            ),
         )
 
     def default(self, problem: Problem) -> dict:
         m, n, _ = problem.shape
         if m <= 64:
-            return {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "GROUP": 1,
-                    "TILE_ORDER": "m_major", "NUM_WARPS": 4, "NUM_STAGES": 4}
+            return {
+                "BLOCK_M": 16,
+                "BLOCK_N": 64,
+                "BLOCK_K": 128,
+                "GROUP": 1,
+                "TILE_ORDER": "m_major",
+                "NUM_WARPS": 4,
+                "NUM_STAGES": 4,
+            }
         if m * n <= 512 * 512:
-            return {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP": 8,
-                    "TILE_ORDER": "m_major", "NUM_WARPS": 4, "NUM_STAGES": 3}
-        return {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP": 8,
-                "TILE_ORDER": "m_major", "NUM_WARPS": 8, "NUM_STAGES": 3}
+            return {
+                "BLOCK_M": 64,
+                "BLOCK_N": 64,
+                "BLOCK_K": 64,
+                "GROUP": 8,
+                "TILE_ORDER": "m_major",
+                "NUM_WARPS": 4,
+                "NUM_STAGES": 3,
+            }
+        return {
+            "BLOCK_M": 128,
+            "BLOCK_N": 256,
+            "BLOCK_K": 64,
+            "GROUP": 8,
+            "TILE_ORDER": "m_major",
+            "NUM_WARPS": 8,
+            "NUM_STAGES": 3,
+        }
 
     def check(self, problem: Problem, params) -> str | None:
         if (why := super().check(problem, params)) is not None:

@@ -6,10 +6,12 @@ from kernels.ops.rmsnorm.op import EPS
 from kernels.render import FAST_LAUNCH
 from kernels.rowwise import LAUNCH_HELPER, RowwiseFamily
 
-TEMPLATE = '''$HEADER
+TEMPLATE = (
+    """$HEADER
 
 import triton
 import triton.language as tl
+from triton.runtime import driver
 
 $CONSTANTS
 
@@ -49,10 +51,14 @@ def rmsnorm_kernel(
             tl.store(y_rows + c[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-''' + FAST_LAUNCH + '''
+"""
+    + FAST_LAUNCH
+    + """
 
 
-''' + LAUNCH_HELPER + '''
+"""
+    + LAUNCH_HELPER
+    + """
 
 
 def run(x, weight, *, out):
@@ -64,7 +70,8 @@ def run(x, weight, *, out):
         EVICTION="evict_first" if EVICT_FIRST else "",
         num_warps=NUM_WARPS,
     )
-'''
+"""
+)
 
 
 class RmsnormRowwise(RowwiseFamily):

@@ -6,17 +6,18 @@ from kernels.problem import Family, ParamSpace
 from kernels.render import FAST_LAUNCH, render_module
 
 TEMPLATE = (
-    '''$HEADER
+    """$HEADER
 
 import triton
 import triton.language as tl
+from triton.runtime import driver
 
 $CONSTANTS
 
 
-'''
+"""
     + FAST_LAUNCH
-    + '''
+    + """
 
 
 @triton.jit
@@ -53,7 +54,7 @@ def run(x, cos, sin, *, out):
         TOKENS=TOKENS, BLOCK_H=BLOCK_H, BLOCK_HALF=max(2, triton.next_power_of_2(half)),
         num_warps=NUM_WARPS,
     )
-'''
+"""
 )
 
 
@@ -85,4 +86,6 @@ class RotaryHeads(Family):
 
     def render(self, problem, params):
         ordered = {k: params[k] for k in self.space(problem).choices}
-        return render_module(TEMPLATE, family=self.name, problem=problem, params=ordered, summary=self.description)
+        return render_module(
+            TEMPLATE, family=self.name, problem=problem, params=ordered, summary=self.description
+        )

@@ -5,15 +5,17 @@ from __future__ import annotations
 from kernels.render import FAST_LAUNCH
 from kernels.rowwise import LAUNCH_HELPER, RowwiseFamily
 
-TEMPLATE = '''$HEADER
+TEMPLATE = (
+    """$HEADER
 
 import triton
 import triton.language as tl
+from triton.runtime import driver
 
 $CONSTANTS
 
 # A finite stand-in for -inf on masked lanes: exp(NEG - max) is 0, and NEG - NEG is not NaN.
-NEG = -3.0e38
+NEG = tl.constexpr(-3.0e38)
 
 
 @triton.jit
@@ -53,10 +55,14 @@ def softmax_kernel(
             tl.store(y_rows + c[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-''' + FAST_LAUNCH + '''
+"""
+    + FAST_LAUNCH
+    + """
 
 
-''' + LAUNCH_HELPER + '''
+"""
+    + LAUNCH_HELPER
+    + """
 
 
 def run(x, *, out):
@@ -68,7 +74,8 @@ def run(x, *, out):
         EVICTION="evict_first" if EVICT_FIRST else "",
         num_warps=NUM_WARPS,
     )
-'''
+"""
+)
 
 
 class SoftmaxRowwise(RowwiseFamily):

@@ -5,10 +5,12 @@ from __future__ import annotations
 from kernels.render import FAST_LAUNCH
 from kernels.rowwise import LAUNCH_HELPER, RowwiseFamily
 
-TEMPLATE = '''$HEADER
+TEMPLATE = (
+    """$HEADER
 
 import triton
 import triton.language as tl
+from triton.runtime import driver
 
 $CONSTANTS
 
@@ -34,10 +36,14 @@ def sum_kernel(
     tl.store(y_ptr + rows, tl.sum(acc, axis=1), mask=row_ok)
 
 
-''' + FAST_LAUNCH + '''
+"""
+    + FAST_LAUNCH
+    + """
 
 
-''' + LAUNCH_HELPER + '''
+"""
+    + LAUNCH_HELPER
+    + """
 
 
 def run(x, *, out):
@@ -49,7 +55,8 @@ def run(x, *, out):
         EVICTION="evict_first" if EVICT_FIRST else "",
         num_warps=NUM_WARPS,
     )
-'''
+"""
+)
 
 
 class SumRowwise(RowwiseFamily):

@@ -42,7 +42,9 @@ class Command(BaseCommand):
         say(f"database ready: {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}")
         demo = demo_account_ensure(password=demo_password(settings.VAR_DIR))
 
-        # Ctrl-C (SIGINT) and SIGTERM both end in the same orderly stop below.
+        # Ctrl-C (SIGINT) and SIGTERM both end in the same orderly stop below. SIGINT is set
+        # explicitly: a shell that starts us in the background would have it ignored.
+        signal.signal(signal.SIGINT, _raise_keyboard_interrupt)
         signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
         supervisor = Supervisor(log=say)
         env = dict(

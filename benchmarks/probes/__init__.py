@@ -1,0 +1,1 @@
+"""One-off measurements that explain benchmark results (kept so a number can be re-made)."""

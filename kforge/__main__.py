@@ -1,0 +1,3 @@
+from kforge.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,216 @@
+"""The kforge command against a live server: daphne (the production ASGI server) started here,
+on the test database, with a real Celery worker or the worker's services driven by the test.
+
+Every kforge call is a separate process that speaks only HTTP to the server.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from webapp.api import services as api_services
+from webapp.api.models import JobBudget
+from webapp.api.tests.conftest import FakeWorker
+from webapp.jobs.models import Job
+from workers.tests.support import live_database_url, wait_until
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+SHAPES = "- {op: rmsnorm, shape: 8x64, dtype: fp32}\n- {op: matmul, shape: 64x48x32, dtype: fp16}\n"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def api_server(django_db_setup, django_db_blocker, tmp_path_factory):
+    from django.conf import settings
+
+    port = free_port()
+    env = dict(os.environ)
+    env.update(
+        DJANGO_SETTINGS_MODULE="webapp.settings_test",
+        DATABASE_URL=live_database_url(),
+        REDIS_URL=settings.REDIS_URL,
+        KF_CHANNELS_PREFIX=settings.KF_CHANNELS_PREFIX,
+        KF_API_SSE_POLL_S="0.1",
+        PYTHONUNBUFFERED="1",
+    )
+    log = (tmp_path_factory.mktemp("daphne") / "daphne.log").open("wb")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/api/openapi.json", timeout=2) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"daphne did not start: {Path(log.name).read_text()}") from None
+            time.sleep(0.2)
+    yield url
+    server.terminate()
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+    log.close()
+
+
+@pytest.fixture
+def token(alice, team):
+    return api_services.token_create(user=alice, name="e2e")[1]
+
+
+def kforge_argv() -> list[str]:
+    script = Path(sys.executable).with_name("kforge")  # installed by `pip install -e .`
+    return [str(script)] if script.exists() else [sys.executable, "-m", "kforge"]
+
+
+def cli_env(url: str, token: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO")}
+    env.update(KFORGE_URL=url, KFORGE_TOKEN=token, PYTHONPATH=str(ROOT))
+    return env
+
+
+def kforge(
+    url: str, token: str, *args: str, cwd: Path, timeout: float = 90
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*kforge_argv(), *args],
+        cwd=cwd,
+        env=cli_env(url, token),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def kforge_background(url: str, token: str, *args: str, cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*kforge_argv(), *args],
+        cwd=cwd,
+        env=cli_env(url, token),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_it_submits_and_waits_for_a_real_worker_then_reports_done(
+    api_server, start_worker, token, team, tmp_path
+):
+    start_worker(env={"KF_STANDIN_ITERATIONS": "3", "KF_STANDIN_PAUSE_S": "0.05"})
+    (tmp_path / "shapes.yaml").write_text(SHAPES)
+    result = kforge(
+        api_server,
+        token,
+        "submit",
+        "shapes.yaml",
+        "--team",
+        team.slug,
+        "--budget",
+        "30m",
+        "--wait",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    job = Job.objects.get(id=result.stdout.strip())
+    assert job.status == Job.Status.DONE and job.title == "shapes.yaml"
+    assert JobBudget.objects.get(job=job).gpu_minutes == 30
+    assert "6 iterations" in result.stderr, "the progress line counts every iteration streamed"
+    assert f"job {job.id} (shapes.yaml, team {team.slug}): done" in result.stderr
+
+    status = kforge(api_server, token, "status", str(job.id), "--json", cwd=tmp_path)
+    assert status.returncode == 0 and json.loads(status.stdout)["status"] == "done"
+    # The stand-in agent keeps nothing, so there is nothing to download, and kforge says so.
+    download = kforge(api_server, token, "download", str(job.id), "-o", "out.zip", cwd=tmp_path)
+    assert download.returncode == 4 and "no_winners" in download.stderr
+    assert not (tmp_path / "out.zip").exists()
+
+
+def test_it_waits_while_the_worker_keeps_kernels_then_downloads_them(
+    api_server, token, team, tmp_path
+):
+    (tmp_path / "shapes.yaml").write_text(SHAPES)
+    waiting = kforge_background(
+        api_server, token, "submit", "shapes.yaml", "--team", team.slug, "--wait", cwd=tmp_path
+    )
+    wait_until(
+        lambda: Job.objects.filter(team=team).exists(), timeout_s=30, what="the job to be created"
+    )
+    job = Job.objects.get(team=team)
+    for n, task in enumerate(job.tasks.order_by("id")):
+        worker = FakeWorker(task.id)
+        worker.iterate(verdict="baseline")
+        time.sleep(0.3)  # let the stream carry it live, not only as a backlog
+        worker.iterate(
+            verdict="kept",
+            speedup=1.5 + n,
+            source=f"# winner {n}\ndef run(*inputs, out):\n    pass\n",
+        )
+        worker.finish()
+    out, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0, err
+    assert out.strip() == str(job.id) and "best 2.50x" in err
+
+    result = kforge(api_server, token, "download", str(job.id), "-o", "out.zip", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    archive = zipfile.ZipFile(io.BytesIO((tmp_path / "out.zip").read_bytes()))
+    manifest = json.loads(archive.read("shapesyaml/manifest.json"))
+    assert sorted(w["speedup"] for w in manifest["winners"]) == [1.5, 2.5]
+    assert "# winner 0" in archive.read("shapesyaml/rmsnorm-8x64-fp32/kernel.py").decode()
+
+
+def test_it_exits_non_zero_when_the_job_fails(api_server, token, team, tmp_path):
+    (tmp_path / "shapes.csv").write_text("op,shape,dtype\nrmsnorm,8x64,fp32\n")
+    submitted = kforge(api_server, token, "submit", "shapes.csv", "--team", team.slug, cwd=tmp_path)
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip()
+    waiting = kforge_background(api_server, token, "status", job_id, "--wait", cwd=tmp_path)
+    time.sleep(0.5)
+    worker = FakeWorker(Job.objects.get(id=job_id).tasks.get().id)
+    worker.iterate(verdict="crash")
+    worker.fail("CUDA error: an illegal memory access was encountered")
+    _, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 1, err
+    assert "failed" in err and "illegal memory access" in err
+
+
+def test_it_cancels_a_job_and_reports_it_with_its_own_exit_code(api_server, token, team, tmp_path):
+    (tmp_path / "shapes.yaml").write_text(SHAPES)
+    job_id = kforge(
+        api_server, token, "submit", "shapes.yaml", "--team", team.slug, cwd=tmp_path
+    ).stdout.strip()
+    assert kforge(api_server, token, "cancel", job_id, cwd=tmp_path).returncode == 0
+    status = kforge(api_server, token, "status", job_id, cwd=tmp_path)
+    assert status.returncode == 3 and "cancelled" in status.stderr
+
+
+def test_it_shows_the_servers_error_code_for_bad_input_and_bad_tokens(
+    api_server, token, team, tmp_path
+):
+    (tmp_path / "shapes.csv").write_text("op,shape,dtype\nconv9d,1x1,fp16\n")
+    bad = kforge(api_server, token, "submit", "shapes.csv", "--team", team.slug, cwd=tmp_path)
+    assert bad.returncode == 4 and "invalid_shape_set" in bad.stderr and "conv9d" in bad.stderr
+    refused = kforge(api_server, "kf_not_a_token", "status", "x", cwd=tmp_path)
+    assert refused.returncode == 4 and "not_authenticated" in refused.stderr

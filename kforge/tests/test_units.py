@@ -1,0 +1,87 @@
+"""The CLI's pieces that need no server: budgets, the SSE reader, arguments, its import fence."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from kforge.budget import parse_minutes
+from kforge.cli import ExitCode, main
+from kforge.sse import parse_events
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(
+    ("text", "minutes"),
+    [("30m", 30), ("2h", 120), ("1h30m", 90), ("90s", 2), ("45", 45), ("0.5", 1), (" 10 m", 10)],
+)
+def test_it_reads_budgets_as_whole_minutes_rounded_up(text, minutes):
+    assert parse_minutes(text) == minutes
+
+
+@pytest.mark.parametrize("text", ["", "soon", "30x", "-5m", "0", "m30"])
+def test_it_rejects_a_budget_it_cannot_read(text):
+    with pytest.raises(ValueError):
+        parse_minutes(text)
+
+
+def test_it_splits_an_event_stream_into_events_and_skips_keepalives():
+    lines = [b"event: status\n", b'data: {"status": "running"}\n', b"\n", b": keep-alive\n", b"\n",
+             b"id: 7\n", b"event: iteration\n", b'data: {"seq": 7}\n', b"\n"]  # fmt: skip
+    events = list(parse_events(lines))
+    assert [(e.event, e.id, e.data) for e in events] == [
+        ("status", None, {"status": "running"}),
+        ("iteration", "7", {"seq": 7}),
+    ]
+
+
+def test_it_needs_a_token(monkeypatch, capsys):
+    monkeypatch.delenv("KFORGE_TOKEN", raising=False)
+    assert main(["status", "some-job"]) == ExitCode.USAGE
+    assert "KFORGE_TOKEN" in capsys.readouterr().err
+
+
+def test_it_reports_an_unreachable_server_with_its_own_exit_code(capsys):
+    code = main(["--url", "http://127.0.0.1:9", "--token", "kf_x", "--timeout", "2", "status", "j"])
+    assert code == ExitCode.UNREACHABLE and "cannot reach" in capsys.readouterr().err
+
+
+def test_it_refuses_a_bad_budget_as_a_usage_error():
+    with pytest.raises(SystemExit) as exit_:
+        main(["--token", "t", "submit", "x.yaml", "--team", "ml", "--budget", "soon"])
+    assert exit_.value.code == 2
+
+
+def test_it_imports_nothing_from_the_server_packages():
+    forbidden = {
+        "webapp",
+        "workers",
+        "agents",
+        "harness",
+        "kernels",
+        "django",
+        "celery",
+        "channels",
+    }
+    for path in ROOT.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        roots = {
+            a.name.split(".")[0]
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Import)
+            for a in n.names
+        }
+        roots |= {
+            n.module.split(".")[0]
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and n.module and n.level == 0
+        }
+        assert not roots & forbidden, f"{path.name} imports {roots & forbidden}"
+
+
+def test_the_project_installs_the_kforge_command():
+    import tomllib
+
+    project = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())
+    assert project["project"]["scripts"]["kforge"] == "kforge.cli:main"
