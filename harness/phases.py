@@ -23,6 +23,10 @@ from kernels.problem import Problem
 
 
 def run(phase: str, job: dict, isolation: dict) -> dict:
+    if phase.startswith("model_"):  # uploaded models: profile / end-to-end verify (issue 6)
+        from harness.model_child import run_phase
+
+        return run_phase(phase, job)
     handler = {
         "oracle_prepare": oracle_prepare,
         "oracle_check": oracle_check,

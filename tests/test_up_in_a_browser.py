@@ -40,16 +40,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def session_members(sid: int) -> list[str]:
-    found = []
+def session_members(sid: int) -> set[tuple[int, int, str]]:
+    """(pid, start time, name) of every process in session `sid`; the start time tells a
+    surviving process from a new one that reused its pid."""
+    found = set()
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             text = stat.read_text()
         except OSError:
             continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
         fields = text.rsplit(")", 1)[1].split()
-        if int(fields[3]) == sid:  # field 6 of /proc/PID/stat: the session id
-            found.append(f"{stat.parent.name} {text.split(')')[0]})")
+        if int(fields[3]) == sid:  # fields[3] is the session id, fields[19] the start time
+            found.add((int(stat.parent.name), int(fields[19]), name))
     return found
 
 
@@ -159,8 +162,10 @@ def test_it_runs_a_shape_set_job_live_and_stops_cleanly_on_ctrl_c(up, tmp_path):
 
     # Ctrl-C: the terminal sends SIGINT to `up`; everything it started must stop.
     process = up["process"]
+    started = session_members(process.pid)
+    assert len(started) >= 5, started  # up, redis, the worker and its pool child, daphne
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=60) == 0, up["output"]()
     assert "all stopped" in up["output"]()
     time.sleep(0.5)
-    assert session_members(process.pid) == [], "stray processes left behind"
+    assert started & session_members(process.pid) == set(), "stray processes left behind"

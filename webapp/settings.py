@@ -31,6 +31,7 @@ INSTALLED_APPS = [
     "channels",
     "webapp.accounts",
     "webapp.jobs",
+    "webapp.modeljobs",  # model jobs: profile, Amdahl plan, end-to-end check (issue 6)
     "webapp.embedded",
     "ninja",  # serves the API docs' assets locally (no CDN)
     "webapp.api",

@@ -19,6 +19,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 app = Celery("kernelforge")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["workers"])
+app.autodiscover_tasks(["workers"], related_name="model_tasks")
 
 PR_SET_PDEATHSIG = 1
 

@@ -13,6 +13,7 @@ from typing import Any
 from agents.reporting import IterationEvent
 from kernels.problem import Problem
 from webapp.jobs import services
+from webapp.modeljobs import services as model_services
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +49,15 @@ class DjangoReporter:
 
     def finished(self, *, best: IterationEvent | None, stop_reason: str) -> None:
         self.outcome = ("finished", stop_reason)
-        services.task_finish(task_id=self.task_id, attempt=self.attempt, stop_reason=stop_reason)
+        if services.task_finish(
+            task_id=self.task_id, attempt=self.attempt, stop_reason=stop_reason
+        ):
+            model_services.model_after_task(task_id=self.task_id)  # a model job's last task?
 
     def failed(self, *, error: str) -> None:
         self.outcome = ("failed", error)
-        services.task_fail(task_id=self.task_id, attempt=self.attempt, error=error)
+        if services.task_fail(task_id=self.task_id, attempt=self.attempt, error=error):
+            model_services.model_after_task(task_id=self.task_id)
 
     def cancel_requested(self) -> bool:
         if self.lost:

@@ -8,11 +8,23 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.files.uploadedfile import UploadedFile
 from django.template.defaultfilters import filesizeformat
 
+from kernels.model_source import ModelSourceError, check_model_source, read_bundle
 from webapp.accounts.selectors import teams_for_user
 from webapp.jobs.models import Job
 from webapp.jobs.shapes import ShapeFormat, ShapeSetError, parse_shape_set
 
-MODEL_SUFFIXES = (".pt", ".pth", ".py", ".safetensors", ".onnx")
+MODEL_SUFFIXES = (".pt", ".pth", ".py", ".zip", ".safetensors", ".onnx")
+# .py (KernelBench convention) and .zip (a bundle of them) are profiled; others are stored.
+PROFILED_SUFFIXES = (".py", ".zip")
+EXAMPLES_DIR = settings.BASE_DIR / "examples" / "models"
+
+
+def example_choices() -> list[tuple[str, str]]:
+    """The example models shipped in examples/models/, by file stem."""
+    names = sorted(p.stem for p in EXAMPLES_DIR.glob("*.py")) if EXAMPLES_DIR.is_dir() else []
+    return [("", "— upload my own —")] + [(n, n.replace("_", " ")) for n in names]
+
+
 SHAPES_EXAMPLE = "op,shape,dtype\nmatmul,4096x4096x4096,bf16\nrmsnorm,8192x4096,fp16"
 
 
@@ -36,15 +48,20 @@ class JobForm(forms.Form):
     model_file = forms.FileField(
         required=False,
         label="Model file",
-        help_text="Stored with the job; profiling a model into problems arrives in a later release.",
+        help_text="A .py in the KernelBench convention (Model, get_inputs, get_init_inputs), or a "
+        ".zip of them (one job each); it is profiled, planned and optimized. Other formats are "
+        "stored only.",
     )
+    example = forms.ChoiceField(required=False, label="…or start from an example model", choices=())
     queue = forms.ChoiceField(label="Run on", choices=())
 
     def __init__(self, *args, user: AbstractBaseUser, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["team"].queryset = teams_for_user(user=user)
         self.fields["queue"].choices = [(q, _queue_label(q)) for q in settings.KF_QUEUES]
+        self.fields["example"].choices = example_choices()
         self.problems = []
+        self.model_sources = []  # kernels.model_source.ModelSource, when the model is profiled
 
     def clean_shapes_file(self) -> UploadedFile | None:
         upload = self.cleaned_data.get("shapes_file")
@@ -77,13 +94,42 @@ class JobForm(forms.Form):
         kind = data.get("kind")
         if kind == Job.Kind.SHAPES:
             self._clean_shapes(data)
+        elif kind == Job.Kind.MODEL and data.get("example"):
+            self._clean_example(data)
         elif (
             kind == Job.Kind.MODEL
             and not data.get("model_file")
             and "model_file" not in self.errors
         ):
             self.add_error("model_file", "Choose a model file to upload.")
+        elif kind == Job.Kind.MODEL and data.get("model_file"):
+            self._clean_model_source(data["model_file"])
         return data
+
+    def _clean_example(self, data: dict) -> None:
+        if data.get("model_file"):
+            self.add_error("example", "Upload a file or pick an example, not both.")
+            return
+        path = EXAMPLES_DIR / f"{data['example']}.py"
+        self.model_sources = read_bundle(path)
+
+    def _clean_model_source(self, upload: UploadedFile) -> None:
+        """Check the KernelBench convention now (by reading, not running), so a wrong file is
+        refused at upload; a .zip becomes one model source per problem file."""
+        if not upload.name.lower().endswith(PROFILED_SUFFIXES):
+            return
+        try:
+            upload.seek(0)
+            body = upload.read()
+            if upload.name.lower().endswith(".zip"):
+                self.model_sources = read_bundle(upload.name, data=body)
+            else:
+                text = body.decode("utf-8")
+                self.model_sources = [check_model_source(text, upload.name)]
+        except UnicodeDecodeError:
+            self.add_error("model_file", "The model file is not UTF-8 text.")
+        except ModelSourceError as error:
+            self.add_error("model_file", str(error))
 
     def _clean_shapes(self, data: dict) -> None:
         text = data.get("shapes_text") or ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -46,6 +47,22 @@ def job_new(request: HttpRequest) -> HttpResponse:
                 problems=form.problems,
                 queue=data["queue"],
             )
+        elif form.model_sources:
+            from webapp.modeljobs.services import model_jobs_create
+
+            jobs = model_jobs_create(
+                user=request.user,
+                team=data["team"],
+                title=data["title"],
+                sources=form.model_sources,
+                budget_s=settings.KF_JOB_DEFAULT_GPU_MINUTES * 60.0,
+                queue=data["queue"],
+                example=data.get("example") or "",
+            )
+            if len(jobs) > 1:
+                messages.info(request, f"{len(jobs)} model jobs created, one per file.")
+                return redirect("jobs:list")
+            job = jobs[0]
         else:
             job = services.job_create_from_model(
                 user=request.user,

@@ -67,11 +67,12 @@ class WorkerProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def pool_children(self) -> list[int]:
+    def pool_children(self) -> list[tuple[int, int]]:
+        """(pid, start time) of the worker's pool processes."""
         out = subprocess.run(
             ["ps", "-o", "pid=", "--ppid", str(self.process.pid)], capture_output=True, text=True
         )
-        return [int(p) for p in out.stdout.split()]
+        return [(int(pid), start_time(int(pid))) for pid in out.stdout.split()]
 
     def kill(self) -> None:
         """SIGKILL the worker's main process only, as an OOM killer or a crash would."""
@@ -89,6 +90,14 @@ class WorkerProcess:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self._log.close()
+
+
+def start_time(pid: int) -> int:
+    """The process's start time in clock ticks (-1 once it is gone): tells it from a pid reuse."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return -1
 
 
 def wait_until(

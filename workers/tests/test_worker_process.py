@@ -5,14 +5,13 @@ tasks up, and the rows it writes are what we check. The second test SIGKILLs tha
 mid-task and shows the watchdog re-queue it, a new worker finish it, and no iteration twice.
 """
 
-import os
 import time
 
 import pytest
 
 from webapp.jobs import services
 from webapp.jobs.models import Iteration, Job, Task
-from workers.tests.support import wait_until
+from workers.tests.support import start_time, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -64,7 +63,7 @@ def test_it_reruns_a_task_after_its_worker_is_killed_without_duplicating_iterati
     assert children, "the prefork pool should have a child running the task"
     # The pool child dies with its parent (PR_SET_PDEATHSIG), so nothing keeps heartbeating.
     wait_until(
-        lambda: not any(os.path.exists(f"/proc/{pid}") for pid in children),
+        lambda: not any(start_time(pid) == started for pid, started in children),
         timeout_s=10,
         what="orphans to die",
     )

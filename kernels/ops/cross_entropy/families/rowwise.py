@@ -27,6 +27,9 @@ def cross_entropy_kernel(
     row_ok = rows < M
     x_rows = x_ptr + rows.to(tl.int64)[:, None] * stride_x
     cols = tl.arange(0, BLOCK)
+    # The target's logit first: its two dependent loads then overlap the row's stream.
+    targets = tl.load(t_ptr + rows, mask=row_ok, other=0)
+    picked = tl.load(x_ptr + rows.to(tl.int64) * stride_x + targets, mask=row_ok, other=0.0)
     if ONE_PASS:
         mask = row_ok[:, None] & (cols[None, :] < N)
         x = tl.load(x_rows + cols[None, :], mask=mask, other=NEG, eviction_policy=EVICTION)
@@ -46,8 +49,6 @@ def cross_entropy_kernel(
             m_acc = m_new
         row_max = tl.max(m_acc, axis=1)
         row_sum = tl.sum(s_acc * tl.exp(m_acc - row_max[:, None]), axis=1)
-    targets = tl.load(t_ptr + rows, mask=row_ok, other=0)
-    picked = tl.load(x_ptr + rows.to(tl.int64) * stride_x + targets, mask=row_ok, other=0.0)
     loss = row_max + tl.log(row_sum) - picked.to(tl.float32)
     tl.store(loss_ptr + rows, loss, mask=row_ok)
 

@@ -126,7 +126,9 @@ $CONSTANTS
 ACTIVATION_CODES = {"none": 0, "relu": 1, "silu": 2, "gelu": 3}
 CPP_SOURCE = "void matmul(torch::Tensor a, torch::Tensor b, torch::Tensor bias, torch::Tensor out);"
 CUDA_SOURCE = r"""'''
-    + CUDA_SOURCE.replace("#include <mma.h>", "#include <mma.h>\n#include <ATen/cuda/CUDAContext.h>")
+    + CUDA_SOURCE.replace(
+        "#include <mma.h>", "#include <mma.h>\n#include <ATen/cuda/CUDAContext.h>"
+    )
     + '''"""
 
 _extension = None

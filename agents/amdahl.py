@@ -1,0 +1,140 @@
+"""The Amdahl plan of a profiled model: which problems to optimize, in what order, and with
+how much of the job's budget. Pure arithmetic; model_classify gives the shares.
+
+If a problem takes a share p of the model's time and its kernel gets s times faster, the
+model gets 1 / ((1 - p) + p / s) times faster; several problems at once add their p / s terms.
+The budget is split in proportion to each problem's gain at a 2x kernel speedup (the gain a
+plan can expect), among the problems whose gain is worth a minimum slice of time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+SPEEDUPS = (1.5, 2.0, 3.0)  # the kernel speedups each plan row predicts the model's gain at
+EXPECTED_SPEEDUP = 2.0  # what the budget split assumes a kernel can get
+
+
+def end_to_end(shares_and_speedups: Iterable[tuple[float, float]]) -> float:
+    """Model speedup when each (share, kernel speedup) pair applies; shares sum to <= 1."""
+    pairs = list(shares_and_speedups)
+    total = sum(p for p, _ in pairs)
+    if total > 1.0 + 1e-9:
+        raise ValueError(f"shares add up to {total:.3f} > 1")
+    for p, s in pairs:
+        if p < 0 or s <= 0:
+            raise ValueError(f"share {p} and speedup {s}: need share >= 0 and speedup > 0")
+    return 1.0 / ((1.0 - total) + sum(p / s for p, s in pairs))
+
+
+def gain(share: float, speedup: float = EXPECTED_SPEEDUP) -> float:
+    """Fraction of the model's time saved: 1 - 1 / end_to_end."""
+    return 1.0 - 1.0 / end_to_end([(share, speedup)])
+
+
+def ceiling(share: float) -> float:
+    """Model speedup if this problem took no time at all (an infinitely fast kernel)."""
+    return float("inf") if share >= 1.0 else 1.0 / (1.0 - share)
+
+
+@dataclass(frozen=True)
+class PlanItem:
+    rank: int  # 1 = optimize first
+    key: str  # kernels.Problem.key
+    problem: dict  # kernels.Problem.to_dict()
+    share: float  # of the model's profiled time
+    time_us: float  # per forward step
+    calls: float  # kernel launches per forward step
+    predicted: dict[str, float]  # "1.5x" -> model speedup if this kernel gets 1.5x faster
+    ceiling: float
+    budget_s: float  # this problem's slice of the job's budget (0: not optimized)
+
+    def to_dict(self) -> dict:
+        return {
+            "rank": self.rank,
+            "key": self.key,
+            "problem": self.problem,
+            "share": self.share,
+            "time_us": self.time_us,
+            "calls": self.calls,
+            "predicted": self.predicted,
+            "ceiling": self.ceiling if self.ceiling != float("inf") else None,
+            "budget_s": self.budget_s,
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    items: list[PlanItem]  # every optimizable problem, largest share first
+    budget_s: float
+    not_optimizable_share: float  # time in ops kernels/ does not know, or cannot run
+    predicted_all: dict[str, float] = field(default_factory=dict)  # every funded item at once
+
+    @property
+    def funded(self) -> list[PlanItem]:
+        return [i for i in self.items if i.budget_s > 0]
+
+    def to_dict(self) -> dict:
+        return {
+            "items": [i.to_dict() for i in self.items],
+            "budget_s": self.budget_s,
+            "not_optimizable_share": self.not_optimizable_share,
+            "predicted_all": self.predicted_all,
+        }
+
+
+def make_plan(
+    groups: Iterable[Mapping],
+    *,
+    budget_s: float,
+    min_budget_s: float = 60.0,
+    max_problems: int | None = None,
+) -> Plan:
+    """groups: ProblemGroup.to_dict()s (op, label, problem or None, share, time_us, calls).
+
+    Optimizable groups are ranked by share. Funded, in rank order, are those that get at
+    least `min_budget_s` when the budget is split by expected gain among them (at most
+    `max_problems`); the rest of the plan is listed with a zero budget.
+    """
+    if budget_s <= 0:
+        raise ValueError("the budget must be positive")
+    groups = list(groups)
+    ranked = sorted((g for g in groups if g.get("problem")), key=lambda g: -g["share"])
+    rest = sum(g["share"] for g in groups if not g.get("problem"))
+    gains = [gain(g["share"]) for g in ranked]
+    funded = len(ranked) if max_problems is None else min(max_problems, len(ranked))
+    while funded > 0:  # drop the smallest until every funded slice is worth running
+        total = sum(gains[:funded])
+        if total > 0 and budget_s * gains[funded - 1] / total >= min_budget_s:
+            break
+        funded -= 1
+    if funded == 0 and ranked:
+        funded = 1  # a budget below the minimum still goes to the largest problem
+    total_gain = sum(gains[:funded]) or 1.0
+    items = []
+    for rank, (g, gn) in enumerate(zip(ranked, gains, strict=True), start=1):
+        slice_s = budget_s * gn / total_gain if rank <= funded else 0.0
+        problem = g["problem"]
+        items.append(
+            PlanItem(
+                rank=rank,
+                key=g["label"],
+                problem=dict(problem),
+                share=g["share"],
+                time_us=g["time_us"],
+                calls=g["calls"],
+                predicted={f"{s:g}x": end_to_end([(g["share"], s)]) for s in SPEEDUPS},
+                ceiling=ceiling(g["share"]),
+                budget_s=round(slice_s, 1),
+            )
+        )
+    funded_items = [i for i in items if i.budget_s > 0]
+    predicted_all = {f"{s:g}x": end_to_end([(i.share, s) for i in funded_items]) for s in SPEEDUPS}
+    return Plan(items, budget_s, rest, predicted_all)
+
+
+def predicted_from_measured(plan: Plan, kernel_speedups: Mapping[str, float]) -> float:
+    """The model speedup Amdahl predicts from the kernel speedups actually measured (key ->
+    speedup; a problem without a winner counts as 1x)."""
+    return end_to_end([(i.share, kernel_speedups.get(i.key, 1.0)) for i in plan.items])

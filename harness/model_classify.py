@@ -1,0 +1,247 @@
+"""Which op of kernels/ each profiled kernel belongs to, and at what problem (shape, dtype).
+
+Pure logic over recorded profiler output (model_trace.KernelRecord + the module table the
+profiling child writes), so CI can test it on a trace recorded on a GPU. For each kernel the
+stack that launched it is read from the inside out:
+
+1. the innermost model module that is a known op (nn.Linear -> matmul, an RMSNorm module ->
+   rmsnorm, nn.LayerNorm -> layernorm, nn.Softmax -> softmax, a rotary module -> rotary):
+   every kernel inside it is that op, with the problem the module was called at;
+2. else the innermost aten op that is one (aten::linear/addmm/mm -> matmul, aten::_softmax,
+   aten::native_layer_norm, aten::rms_norm, aten::sum; attention and elementwise ops are
+   named but not optimizable);
+3. else the kernel's own name (cuBLAS/CUTLASS/nvjet GEMMs, flash attention, elementwise...).
+
+Identical (op, problem) pairs are one group; a group's time is per forward step.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import kernels
+from harness.model_trace import MODULE_PREFIX, KernelRecord
+from kernels.problem import Problem, ProblemError
+
+DTYPE_NAMES = {
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "float32": "fp32",
+    "c10::BFloat16": "bf16",
+    "c10::Half": "fp16",
+    "float": "fp32",
+}
+RMSNORM_EPS = 1e-6  # kernels/ops/rmsnorm
+LAYERNORM_EPS = 1e-5  # kernels/ops/layernorm
+
+# aten ops -> (op, optimizable by kernels/). Matmul shapes are read from the op's input dims.
+ATEN_OPS = {
+    "aten::linear": "matmul",
+    "aten::addmm": "matmul",
+    "aten::mm": "matmul",
+    "aten::matmul": "matmul",
+    "aten::bmm": "batched_matmul",
+    "aten::baddbmm": "batched_matmul",
+    "aten::_softmax": "softmax",
+    "aten::softmax": "softmax",
+    "aten::native_layer_norm": "layernorm",
+    "aten::layer_norm": "layernorm",
+    "aten::rms_norm": "rmsnorm",
+    "aten::_fused_rms_norm": "rmsnorm",
+    "aten::sum": "sum",
+    "aten::cross_entropy_loss": "cross_entropy",
+    "aten::scaled_dot_product_attention": "attention",
+    "aten::_scaled_dot_product_flash_attention": "attention",
+    "aten::_scaled_dot_product_efficient_attention": "attention",
+    "aten::_scaled_dot_product_cudnn_attention": "attention",
+    "aten::_flash_attention_forward": "attention",
+    "aten::convolution": "convolution",
+    "aten::_convolution": "convolution",
+}
+ELEMENTWISE_ATEN = re.compile(
+    r"aten::(add|sub|mul|div|pow|rsqrt|sqrt|exp|silu|gelu|relu|tanh|sigmoid|neg|cat|copy_|to|"
+    r"_to_copy|clone|contiguous|mean|max|min|where|masked_fill|fill_|zero_|arange|cos|sin)_?$"
+)
+KERNEL_NAMES = [  # (pattern on the kernel name, op), first match wins
+    (re.compile(r"gemm|cutlass|nvjet|cublas|xmma|wgmma|_sgemm|_hgemm", re.I), "matmul"),
+    (re.compile(r"flash|fmha|attention|attn", re.I), "attention"),
+    (re.compile(r"softmax", re.I), "softmax"),
+    (re.compile(r"layer_?norm", re.I), "layernorm"),
+    (re.compile(r"rms_?norm", re.I), "rmsnorm"),
+    (re.compile(r"reduce_kernel|reduction", re.I), "reduction"),
+    (
+        re.compile(r"elementwise|vectorized|unrolled|CatArrayBatched|copy_kernel", re.I),
+        "elementwise",
+    ),
+    (re.compile(r"memcpy|memset", re.I), "memory"),
+]
+
+
+@dataclass
+class ProblemGroup:
+    op: str  # an op of kernels/, or a class such as "attention", "elementwise", "unknown"
+    label: str  # the problem key when there is one, else what identifies the group
+    problem: Problem | None  # set when kernels/ can optimize it (op known, shape valid)
+    time_us: float = 0.0  # per forward step
+    calls: float = 0.0  # kernel launches per forward step
+    share: float = 0.0  # of all GPU (or CPU-op) time
+    kernels: dict[str, float] = field(default_factory=dict)  # kernel name -> us per step
+    how: str = ""  # "module", "aten", "kernel name" or "unknown": how it was classified
+    note: str = ""  # why a known op is not optimizable (dtype, eps, shape)
+
+    @property
+    def optimizable(self) -> bool:
+        return self.problem is not None
+
+    def to_dict(self) -> dict:
+        top = sorted(self.kernels.items(), key=lambda kv: -kv[1])[:5]
+        return {
+            "op": self.op,
+            "label": self.label,
+            "problem": self.problem.to_dict() if self.problem else None,
+            "time_us": self.time_us,
+            "calls": self.calls,
+            "share": self.share,
+            "kernels": [{"name": n, "time_us": t} for n, t in top],
+            "how": self.how,
+            "note": self.note,
+        }
+
+
+def _dtype(name: str) -> str | None:
+    return DTYPE_NAMES.get(str(name).removeprefix("torch."))
+
+
+def _validated(op: str, shape: tuple[int, ...], dtype: str | None, layout: str = ""):
+    """(Problem, "") when kernels/ can run it, else (None, why not)."""
+    if dtype is None:
+        return None, "unknown dtype"
+    try:
+        return kernels.parse_problem(op, list(shape), dtype, layout), ""
+    except ProblemError as exc:
+        return None, str(exc)
+
+
+def problem_for_module(info: Mapping) -> tuple[str, Problem | None, str] | None:
+    """(op, problem or None, note) for a module the table describes; None if not an op."""
+    cls = str(info.get("cls", ""))
+    low = cls.lower()
+    shape = info.get("input") or []
+    params = info.get("params") or {}
+    buffers = info.get("buffers") or {}
+    dtype = _dtype(info.get("dtype", ""))
+    if not shape:
+        return None
+    rows = math.prod(shape[:-1]) if len(shape) > 1 else 1
+    if cls == "Linear" and "weight" in params:
+        n, k = params["weight"]
+        layout = "NT+bias" if "bias" in params else "NT"
+        return ("matmul", *_validated("matmul", (rows, n, k), dtype, layout))
+    if "rmsnorm" in low and list(params.get("weight", [])) == [shape[-1]]:
+        if info.get("eps") is not None and abs(info["eps"] - RMSNORM_EPS) > 1e-12:
+            return "rmsnorm", None, f"eps={info['eps']} (kernels/ computes eps={RMSNORM_EPS})"
+        return ("rmsnorm", *_validated("rmsnorm", (rows, shape[-1]), dtype))
+    if cls == "LayerNorm" and "weight" in params and "bias" in params:
+        if info.get("eps") is not None and abs(info["eps"] - LAYERNORM_EPS) > 1e-12:
+            return "layernorm", None, f"eps={info['eps']} (kernels/ computes eps={LAYERNORM_EPS})"
+        return ("layernorm", *_validated("layernorm", (rows, shape[-1]), dtype))
+    if cls == "Softmax" and info.get("dim") in (-1, len(shape) - 1):
+        return ("softmax", *_validated("softmax", (rows, shape[-1]), dtype))
+    if ("rotary" in low or "rope" in low) and len(shape) == 4 and {"cos", "sin"} <= set(buffers):
+        b, t, h, d = shape
+        if list(buffers["cos"]) != [t, d // 2]:
+            return "rotary", None, "cos/sin buffers are not (seq, head_dim/2)"
+        return ("rotary", *_validated("rotary", (b * t, h, d), dtype))
+    return None
+
+
+def _matmul_from_aten(frame) -> tuple[Problem | None, str]:
+    dims = [tuple(d) for d in frame.input_dims]
+    dtype = _dtype(frame.input_types[0]) if frame.input_types else None
+    name = frame.name
+    try:
+        if name == "aten::linear":
+            x, w = dims[0], dims[1]
+            bias = len(dims) > 2 and len(dims[2]) == 1
+            return _validated(
+                "matmul", (math.prod(x[:-1]), w[0], x[-1]), dtype, "NT+bias" if bias else "NT"
+            )
+        if name == "aten::addmm":
+            a, b = dims[1], dims[2]
+            return _validated("matmul", (a[0], b[1], a[1]), dtype, "NN+bias")
+        if name in ("aten::mm", "aten::matmul") and len(dims[1]) == 2:
+            a, b = dims[0], dims[1]
+            return _validated("matmul", (math.prod(a[:-1]), b[1], a[-1]), dtype, "NN")
+    except (IndexError, TypeError):
+        pass
+    return None, "shape not recorded"
+
+
+def _rowwise_from_aten(op: str, frame) -> tuple[Problem | None, str]:
+    if not frame.input_dims or not frame.input_dims[0]:
+        return None, "shape not recorded"
+    x = tuple(frame.input_dims[0])
+    dtype = _dtype(frame.input_types[0]) if frame.input_types else None
+    return _validated(op, (math.prod(x[:-1]) if len(x) > 1 else 1, x[-1]), dtype)
+
+
+def classify(
+    record: KernelRecord, modules: Mapping[str, Mapping]
+) -> tuple[str, str, Problem | None, str, str]:
+    """(op, label, problem, how, note) of one kernel."""
+    for frame in reversed(record.stack):
+        if frame.name.startswith(MODULE_PREFIX):
+            path = frame.name.removeprefix(MODULE_PREFIX)
+            found = problem_for_module(modules.get(path, {}))
+            if found is not None:
+                op, problem, note = found
+                label = problem.key if problem else f"{op} ({modules[path].get('cls')} {path})"
+                return op, label, problem, "module", note
+    for frame in reversed(record.stack):
+        op = ATEN_OPS.get(frame.name)
+        if op is None:
+            continue
+        if op == "matmul":
+            problem, note = _matmul_from_aten(frame)
+        elif op in ("softmax", "layernorm", "rmsnorm", "sum"):
+            problem, note = _rowwise_from_aten(op, frame)
+        else:
+            return op, f"{op} ({frame.name})", None, "aten", "not an op of kernels/"
+        label = problem.key if problem else f"{op} ({frame.name} {note})"
+        return op, label, problem, "aten", note
+    for frame in reversed(record.stack):
+        if ELEMENTWISE_ATEN.match(frame.name):
+            return "elementwise", f"elementwise ({frame.name})", None, "aten", ""
+    for pattern, op in KERNEL_NAMES:
+        if pattern.search(record.name):
+            return op, f"{op} (kernel {_short(record.name)})", None, "kernel name", ""
+    return "unknown", _short(record.name), None, "unknown", ""
+
+
+def _short(name: str, limit: int = 80) -> str:
+    return name if len(name) <= limit else name[: limit - 1] + "…"
+
+
+def group_records(
+    records: list[KernelRecord], modules: Mapping[str, Mapping], steps: int
+) -> list[ProblemGroup]:
+    """Groups of identical (op, problem), largest time first, with each one's share."""
+    groups: dict[tuple[str, str], ProblemGroup] = {}
+    steps = max(1, steps)
+    for record in records:
+        op, label, problem, how, note = classify(record, modules)
+        group = groups.get((op, label))
+        if group is None:
+            group = groups[(op, label)] = ProblemGroup(op, label, problem, how=how, note=note)
+        group.time_us += record.duration_us / steps
+        group.calls += 1 / steps
+        group.kernels[record.name] = (
+            group.kernels.get(record.name, 0.0) + record.duration_us / steps
+        )
+    total = sum(g.time_us for g in groups.values()) or 1.0
+    for g in groups.values():
+        g.share = g.time_us / total
+    return sorted(groups.values(), key=lambda g: -g.time_us)

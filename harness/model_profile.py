@@ -1,0 +1,112 @@
+"""profile_model(source) -> ModelProfile: what a model spends its GPU (or CPU) time on.
+
+Builds the uploaded model in the sandbox, runs a few warm-up forward calls, then profiles
+several steps with torch.profiler and classifies every kernel into the ops of kernels/
+(model_classify.py). On a machine without a GPU the profile is of CPU ops (aten op names) and
+says so: `device == "cpu"`; its times never compare with a GPU profile's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.config import Limits
+from harness.model_classify import ProblemGroup, group_records
+from harness.model_sandbox import (
+    MODEL_LIMITS,
+    ModelFailure,
+    default_device,
+    run_model_phase,
+)
+from harness.model_trace import record_from_dict
+
+
+@dataclass
+class ModelProfile:
+    ok: bool
+    device: str = ""  # "cuda" or "cpu" (a CPU profile: aten ops, not kernels)
+    device_name: str = ""
+    torch_version: str = ""
+    steps: int = 0  # profiled forward calls; group times are per step
+    step_wall_us: list[float] = field(default_factory=list)  # host time of each profiled step
+    total_us: float = 0.0  # sum of kernel (CPU: op self) time per step
+    groups: list[ProblemGroup] = field(default_factory=list)  # largest first
+    failure: ModelFailure | None = None
+    message: str = ""
+    isolation: dict = field(default_factory=dict)
+    modules: dict = field(default_factory=dict)  # module path -> call info (model_child)
+
+    @property
+    def label(self) -> str:
+        return "GPU kernels" if self.device == "cuda" else "CPU profile (aten ops; not GPU time)"
+
+    def to_dict(self) -> dict:
+        return {
+            "ok": self.ok,
+            "device": self.device,
+            "device_name": self.device_name,
+            "torch": self.torch_version,
+            "label": self.label,
+            "steps": self.steps,
+            "step_wall_us": self.step_wall_us,
+            "total_us": self.total_us,
+            "groups": [g.to_dict() for g in self.groups],
+            "failure": self.failure.value if self.failure else None,
+            "message": self.message,
+            "isolation": self.isolation,
+        }
+
+
+def profile_model(
+    source: str,
+    *,
+    device: str | None = None,
+    limits: Limits = MODEL_LIMITS,
+    steps: int = 3,
+    warmup: int = 3,
+    seed: int = 0,
+    trace_to: str | None = None,
+) -> ModelProfile:
+    """Profile `source` (a KernelBench-convention file) in the sandbox; never raises for the
+    model's own failures: they come back as `failure` + `message`."""
+    device = device or default_device()
+    job = {"steps": steps, "warmup": warmup, "seed": seed, "keep_trace": bool(trace_to)}
+    outcome = run_model_phase(
+        "model_profile",
+        source,
+        job,
+        device=device,
+        limits=limits,
+        keep={"trace.json": trace_to} if trace_to else None,
+    )
+    if not outcome.ok:
+        return ModelProfile(
+            False,
+            device=device,
+            failure=outcome.failure,
+            message=outcome.message,
+            isolation=outcome.isolation,
+        )
+    r = outcome.result
+    records = [record_from_dict(d) for d in r["records"]]
+    groups = group_records(records, r["modules"], r["steps"])
+    if not groups:
+        return ModelProfile(
+            False,
+            device=device,
+            failure=ModelFailure.FORWARD,
+            message="The profiler recorded no work: the forward pass ran nothing measurable.",
+            isolation=outcome.isolation,
+        )
+    return ModelProfile(
+        True,
+        device=r["device"],
+        device_name=r["device_name"],
+        torch_version=r["torch"],
+        steps=r["steps"],
+        step_wall_us=r["step_wall_us"],
+        total_us=sum(g.time_us for g in groups),
+        groups=groups,
+        isolation=outcome.isolation,
+        modules=r["modules"],
+    )

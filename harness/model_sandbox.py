@@ -1,0 +1,149 @@
+"""Run one model_* phase (model_child.py) on an uploaded model in the harness's sandbox, and
+turn whatever happened into a typed outcome with a message a user can act on.
+
+The model file is untrusted code: it runs only in a fresh sandboxed child (sandbox.run_child:
+allow-listed environment, cgroup memory cap, no network, nothing writable outside its scratch
+folder, SIGKILL at the wall-clock limit), never in the calling process (a Celery worker).
+"""
+
+from __future__ import annotations
+
+import enum
+import shutil
+import signal
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.config import Limits
+from harness.sandbox import ChildStatus, run_child
+
+MODEL_LIMITS = Limits(wall_s=300.0, memory_bytes=16 * 2**30, max_file_bytes=2 * 2**30)
+
+
+class ModelFailure(enum.StrEnum):
+    CONVENTION = "convention"  # the file lacks Model / get_inputs / get_init_inputs
+    IMPORT = "import"  # importing the file raised
+    INIT = "init"  # get_init_inputs() or Model(...) raised
+    INPUTS = "inputs"  # get_inputs() raised
+    FORWARD = "forward"  # the forward pass raised
+    KERNEL = "kernel"  # a substituted kernel failed to load or run
+    TIMEOUT = "timeout"  # killed at the wall-clock limit
+    MEMORY = "memory"  # over the memory cap
+    CRASH = "crash"  # the process died
+    SANDBOX = "sandbox"  # our side failed
+
+
+_STAGES = {
+    "import": (ModelFailure.IMPORT, "Importing the model file raised an error"),
+    "get_init_inputs": (ModelFailure.INIT, "get_init_inputs() raised an error"),
+    "init": (ModelFailure.INIT, "Building Model(*get_init_inputs()) raised an error"),
+    "get_inputs": (ModelFailure.INPUTS, "get_inputs() raised an error"),
+    "forward": (ModelFailure.FORWARD, "The model's forward pass raised an error"),
+    "load_kernel": (ModelFailure.KERNEL, "A winning kernel could not be loaded"),
+    "forward_substituted": (ModelFailure.KERNEL, "The model with kernels substituted raised"),
+}
+
+
+@dataclass
+class PhaseOutcome:
+    ok: bool
+    result: dict = field(default_factory=dict)
+    failure: ModelFailure | None = None
+    message: str = ""  # for the user: what went wrong and what to change
+    isolation: dict = field(default_factory=dict)
+    wall_s: float = 0.0
+
+
+def default_device() -> str:
+    from harness.device import gpu_visible
+
+    return "cuda" if gpu_visible() else "cpu"
+
+
+def run_model_phase(
+    phase: str,
+    source: str,
+    job: dict,
+    *,
+    device: str,
+    limits: Limits = MODEL_LIMITS,
+    keep: dict[str, str] | None = None,
+) -> PhaseOutcome:
+    """Write the model to a fresh scratch folder and run `phase` on it in the sandbox.
+
+    keep: {file name in the scratch folder: where to copy it} after the child exits (traces).
+    """
+    workdir = tempfile.mkdtemp(prefix="kf-model-")
+    try:
+        model_path = Path(workdir) / "model.py"
+        model_path.write_text(source)
+        job = {
+            **job,
+            "model_path": str(model_path),
+            "workdir": workdir,
+            "device": device,
+            "gpu_memory_bytes": limits.memory_bytes,
+        }
+        child = run_child(phase, job, workdir, limits=limits, cuda=device == "cuda")
+        for name, dest in (keep or {}).items():
+            src = Path(workdir) / name
+            if src.exists():
+                shutil.copyfile(src, dest)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return outcome_of(child, limits)
+
+
+def outcome_of(child, limits: Limits) -> PhaseOutcome:
+    base = {"isolation": child.isolation, "wall_s": child.wall_s}
+    tail = child.output[-1500:].strip()
+    if child.status is ChildStatus.TIMEOUT:
+        return PhaseOutcome(
+            False,
+            failure=ModelFailure.TIMEOUT,
+            message=f"The model ran longer than the limit of {limits.wall_s:.0f} s and was "
+            "stopped. Make it smaller (fewer layers, shorter inputs) or check for an endless loop.",
+            **base,
+        )
+    if child.status is ChildStatus.CRASH:
+        killed = child.returncode == -signal.SIGKILL
+        if killed or "MemoryError" in tail or "out of memory" in tail.lower():
+            gib = limits.memory_bytes / 2**30
+            return PhaseOutcome(
+                False,
+                failure=ModelFailure.MEMORY,
+                message=f"The model used more memory than its cap of {gib:.0f} GiB and was "
+                "stopped. Use smaller weights or inputs.",
+                **base,
+            )
+        return PhaseOutcome(
+            False,
+            failure=ModelFailure.CRASH,
+            message=f"The model's process died ({child.error}). Last output:\n{tail}",
+            **base,
+        )
+    if child.status is not ChildStatus.OK:
+        return PhaseOutcome(
+            False,
+            failure=ModelFailure.SANDBOX,
+            message=f"The sandbox failed ({child.status.value}): {child.error[-1500:]}",
+            **base,
+        )
+    result = child.result
+    if not result.get("ok"):
+        failure, what = _STAGES.get(
+            result.get("stage", ""), (ModelFailure.CRASH, "The model failed")
+        )
+        error = result.get("error", "")
+        if "out of memory" in error.lower() or "MemoryError" in error:
+            failure, what = ModelFailure.MEMORY, f"{what}: out of memory (the job's cap)"
+        if result.get("stage") == "import" and "does not define" in error:
+            failure = ModelFailure.CONVENTION
+            what = "The file does not follow the KernelBench convention"
+        return PhaseOutcome(False, result, failure, f"{what}:\n{_last_lines(error)}", **base)
+    return PhaseOutcome(True, result, **base)
+
+
+def _last_lines(text: str, n: int = 12) -> str:
+    return "\n".join(text.strip().splitlines()[-n:])

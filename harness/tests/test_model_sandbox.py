@@ -1,0 +1,145 @@
+"""Uploaded models run only in the sandbox: a good one is profiled (on the CPU here, labelled as
+such) and verified end to end; a bad one ends with a message that says what went wrong, and
+the calling process carries on."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from harness.config import Limits
+from harness.model_profile import profile_model
+from harness.model_sandbox import ModelFailure
+from harness.model_verify import Winner, verify_model
+
+MODELS = Path(__file__).parent / "fixtures" / "models"
+QUICK = Limits(wall_s=60, memory_bytes=4 * 2**30)
+
+RMSNORM_KERNEL = """
+import torch
+
+def run(x, weight, out):
+    xf = x.float()
+    out.copy_((xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * weight)
+"""
+WRONG_KERNEL = """
+def run(x, weight, out):
+    out.zero_()
+"""
+
+
+def model(name: str) -> str:
+    return (MODELS / f"{name}.py").read_text()
+
+
+def _profile(name: str, **kwargs):
+    return profile_model(model(name), device="cpu", steps=2, warmup=1, **kwargs)
+
+
+def _still_healthy():
+    profile = _profile("tiny_mlp", limits=QUICK)
+    assert profile.ok, profile.message
+
+
+def test_it_profiles_a_good_model_on_the_cpu_and_says_so():
+    profile = _profile("tiny_mlp", limits=QUICK)
+    assert profile.ok, profile.message
+    assert profile.device == "cpu" and "CPU profile" in profile.label
+    assert profile.isolation.get("network") and profile.isolation.get("filesystem")
+    by_label = {g.label: g for g in profile.groups}
+    assert "rmsnorm/32x64/fp32" in by_label
+    assert by_label["rmsnorm/32x64/fp32"].optimizable
+    matmuls = [g for g in profile.groups if g.op == "matmul"]
+    assert len(matmuls) == 2  # up and down: fp32, which the matmul op does not take
+    assert all(not g.optimizable and "dtypes" in g.note for g in matmuls)
+    assert abs(sum(g.share for g in profile.groups) - 1.0) < 1e-9
+
+
+def test_it_names_what_is_missing_from_the_convention():
+    profile = _profile("no_get_inputs", limits=QUICK)
+    assert not profile.ok
+    assert profile.failure is ModelFailure.CONVENTION
+    assert "get_inputs" in profile.message
+
+
+def test_it_reports_an_error_raised_on_import():
+    profile = _profile("raises_on_import", limits=QUICK)
+    assert profile.failure is ModelFailure.IMPORT
+    assert "Importing the model file" in profile.message and "kf-import-boom" in profile.message
+
+
+def test_it_reports_an_error_raised_in_forward():
+    profile = _profile("raises_on_forward", limits=QUICK)
+    assert profile.failure is ModelFailure.FORWARD
+    assert "forward pass" in profile.message and "kf-forward-boom" in profile.message
+
+
+def test_it_stops_a_model_that_runs_forever_and_carries_on():
+    profile = _profile("runs_forever", limits=Limits(wall_s=8, memory_bytes=2 * 2**30))
+    assert profile.failure is ModelFailure.TIMEOUT
+    assert "longer than the limit of 8 s" in profile.message
+    _still_healthy()
+
+
+def test_it_stops_a_model_over_its_memory_cap_and_carries_on():
+    profile = _profile("eats_memory", limits=Limits(wall_s=60, memory_bytes=1 * 2**30))
+    assert profile.failure is ModelFailure.MEMORY, profile.message
+    assert "memory" in profile.message and "1 GiB" in profile.message
+    _still_healthy()
+
+
+def test_it_gives_the_model_no_network():
+    profile = _profile("opens_network", limits=QUICK)
+    assert profile.failure is ModelFailure.FORWARD
+    assert any(word in profile.message for word in ("unreachable", "Permission denied", "Errno")), (
+        profile.message
+    )
+
+
+def test_it_lets_the_model_write_nowhere_outside_its_temp_dir():
+    marker = Path("/tmp/kf_model_pwned_marker")
+    marker.unlink(missing_ok=True)
+    profile = _profile("writes_outside", limits=QUICK)
+    assert profile.failure is ModelFailure.INIT
+    assert "Permission denied" in profile.message or "PermissionError" in profile.message
+    assert not marker.exists()
+
+
+def test_it_verifies_a_substituted_kernel_end_to_end():
+    result = verify_model(
+        model("tiny_mlp"),
+        [Winner("rmsnorm/32x64/fp32", RMSNORM_KERNEL)],
+        device="cpu",
+        limits=QUICK,
+        max_samples=5,
+    )
+    assert result.ok, result.message
+    assert result.hits == {"rmsnorm/32x64/fp32": 1}
+    assert result.compare["outputs"][0]["rel_l2"] < 1e-6
+    assert result.speedup and result.speedup > 0 and result.regime == "interpreter"
+
+
+def test_it_fails_the_end_to_end_check_when_a_kernel_is_wrong():
+    result = verify_model(
+        model("tiny_mlp"),
+        [Winner("rmsnorm/32x64/fp32", WRONG_KERNEL)],
+        device="cpu",
+        limits=QUICK,
+        max_samples=3,
+    )
+    assert not result.ok and result.failure is ModelFailure.KERNEL
+    assert not result.compare["passed"]
+
+
+@pytest.mark.skipif(not os.path.isdir("/sys/fs/cgroup"), reason="no cgroups")
+def test_it_leaves_no_model_process_behind():
+    _profile("runs_forever", limits=Limits(wall_s=5, memory_bytes=2 * 2**30))
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cwd = os.readlink(f"/proc/{pid}/cwd")
+            except OSError:
+                continue
+            assert "/kf-model-" not in cwd  # model children run in a kf-model-* scratch dir

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ModelJobsConfig(AppConfig):
+    name = "webapp.modeljobs"
+    label = "modeljobs"

@@ -1,0 +1,174 @@
+"""Writes about model jobs: create, profile recorded (problems + tasks in plan order), verify.
+
+Every transition is a compare-and-set on ModelRun.status, so a redelivered Celery message is
+a no-op. Model code never runs here: the worker profiles and verifies it in the harness's
+sandbox and hands us plain JSON.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.files.base import ContentFile
+from django.db import transaction
+from django.utils import timezone
+
+import kernels
+from kernels.model_source import ModelSource
+from webapp.jobs import events, selectors
+from webapp.jobs.models import Job, Problem, Task
+from webapp.jobs.services import _require_member
+from webapp.modeljobs.models import ModelRun
+from workers.model_tasks import profile_model_job, verify_model_job
+from workers.tasks import run_task as run_task_task
+
+log = logging.getLogger(__name__)
+S = ModelRun.Status
+
+
+@transaction.atomic
+def model_jobs_create(
+    *,
+    user: AbstractBaseUser,
+    team,
+    title: str,
+    sources: Sequence[ModelSource],
+    budget_s: float,
+    queue: str,
+    example: str = "",
+) -> list[Job]:
+    """One job per model source (a KernelBench bundle gives several); profiling is enqueued
+    after commit."""
+    _require_member(user, team)
+    if not sources:
+        raise ValueError("a model job needs at least one model source")
+    jobs = []
+    for source in sources:
+        job_title = title if len(sources) == 1 else f"{title}: {source.title}"[:120]
+        job = Job(team=team, created_by=user, title=job_title, kind=Job.Kind.MODEL)
+        job.model_file.save(source.name, ContentFile(source.text.encode()), save=False)
+        job.save()
+        ModelRun.objects.create(job=job, queue=queue, budget_s=budget_s, example=example)
+        transaction.on_commit(
+            lambda j=job.id: profile_model_job.apply_async(args=[str(j)], queue=queue)
+        )
+        jobs.append(job)
+    return jobs
+
+
+def model_profile_claim(*, job_id: uuid.UUID | str) -> str | None:
+    """QUEUED -> PROFILING; returns the model source, or None if another delivery has it."""
+    with transaction.atomic():
+        claimed = ModelRun.objects.filter(job_id=job_id, status=S.QUEUED).update(status=S.PROFILING)
+        if not claimed:
+            return None
+        Job.objects.filter(id=job_id, status=Job.Status.QUEUED).update(
+            status=Job.Status.RUNNING, started_at=timezone.now()
+        )
+        job = Job.objects.get(id=job_id)
+    _notify(job_id)
+    with job.model_file.open("rb") as f:
+        return f.read().decode("utf-8", errors="replace")
+
+
+def model_budget(*, job_id: uuid.UUID | str) -> float:
+    return ModelRun.objects.filter(job_id=job_id).values_list("budget_s", flat=True).get()
+
+
+@transaction.atomic
+def model_profile_record(
+    *, job_id: uuid.UUID | str, profile: dict[str, Any], plan: dict[str, Any]
+) -> list[int]:
+    """Save profile + plan; one Problem and Task per funded plan item, in plan order, each
+    enqueued after commit. With nothing to optimize the job ends here. Returns task ids."""
+    run = ModelRun.objects.select_for_update().get(job_id=job_id)
+    if run.status != S.PROFILING:
+        return []
+    funded = [item for item in plan["items"] if item["budget_s"] > 0]
+    run.profile, run.plan = profile, plan
+    task_ids = []
+    for position, item in enumerate(funded):
+        spec = kernels.Problem.from_dict(item["problem"])
+        problem = Problem.objects.create(
+            job_id=job_id,
+            position=position,
+            op=spec.op,
+            shape=list(spec.shape),
+            dtype=spec.dtype,
+            layout=spec.layout,
+            key=spec.key,
+        )
+        task = Task.objects.create(job_id=job_id, problem=problem, queue=run.queue)
+        task_ids.append(task.id)
+        transaction.on_commit(
+            lambda t=task.id, q=run.queue: run_task_task.apply_async(args=[t], queue=q)
+        )
+    if funded:
+        run.status = S.OPTIMIZING
+    else:
+        run.status = S.DONE
+        run.message = "Nothing in this model is an op KernelForge can optimize yet."
+        Job.objects.filter(id=job_id, status__in=Job.ACTIVE).update(
+            status=Job.Status.DONE, finished_at=timezone.now()
+        )
+    run.save()
+    transaction.on_commit(lambda: _notify(job_id))
+    return task_ids
+
+
+def model_fail(*, job_id: uuid.UUID | str, message: str, profile: dict | None = None) -> bool:
+    """Any active state -> FAILED, with the message the user sees; the job fails with it."""
+    with transaction.atomic():
+        changed = ModelRun.objects.filter(
+            job_id=job_id, status__in=(S.QUEUED, S.PROFILING, S.VERIFYING)
+        ).update(status=S.FAILED, message=message[:20000], profile=profile)
+        if not changed:
+            return False
+        Job.objects.filter(id=job_id, status__in=Job.ACTIVE).update(
+            status=Job.Status.FAILED, finished_at=timezone.now()
+        )
+    _notify(job_id)
+    return True
+
+
+def model_after_task(*, task_id: int) -> bool:
+    """Called when a task ends: once no task of a model job is active, OPTIMIZING -> VERIFYING
+    and the end-to-end check is enqueued (exactly once, by the CAS)."""
+    job_id = Task.objects.filter(id=task_id).values_list("job_id", flat=True).first()
+    if job_id is None:
+        return False
+    with transaction.atomic():
+        if Task.objects.filter(job_id=job_id, status__in=Task.ACTIVE).exists():
+            return False
+        run = ModelRun.objects.filter(job_id=job_id).first()
+        if run is None or run.queue == "":
+            return False
+        changed = ModelRun.objects.filter(job_id=job_id, status=S.OPTIMIZING).update(
+            status=S.VERIFYING
+        )
+        if changed:
+            queue = run.queue
+            transaction.on_commit(
+                lambda: verify_model_job.apply_async(args=[str(job_id)], queue=queue)
+            )
+    if changed:
+        _notify(job_id)
+    return bool(changed)
+
+
+def model_verify_record(*, job_id: uuid.UUID | str, result: dict[str, Any]) -> bool:
+    """VERIFYING -> DONE with the measured end-to-end result (a failed check is a result too)."""
+    changed = ModelRun.objects.filter(job_id=job_id, status=S.VERIFYING).update(
+        status=S.DONE, end_to_end=result, message=result.get("message", "")[:20000]
+    )
+    if changed:
+        _notify(job_id)
+    return bool(changed)
+
+
+def _notify(job_id: uuid.UUID | str) -> None:
+    events.broadcast(job_id, events.STATUS, selectors.job_status_event(job_id=job_id))

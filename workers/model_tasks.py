@@ -1,0 +1,72 @@
+"""Celery tasks of a model job: profile + plan it, then (after its tasks) verify end to end.
+
+Interfaces only: take the job id, call services, run the harness (which sandboxes the model).
+This process never imports the model's code and never initialises CUDA.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from workers.celery import app
+
+log = logging.getLogger(__name__)
+
+
+@app.task(name="workers.profile_model_job", acks_late=True)
+def profile_model_job(job_id: str) -> str:
+    from agents.amdahl import make_plan
+    from harness.model_profile import profile_model
+    from webapp.modeljobs import services
+
+    source = services.model_profile_claim(job_id=job_id)
+    if source is None:
+        log.info("model job %s is not waiting to be profiled; skipping", job_id)
+        return "skipped"
+    try:
+        profile = profile_model(source)
+        if not profile.ok:
+            services.model_fail(job_id=job_id, message=profile.message, profile=profile.to_dict())
+            return "failed"
+        plan = make_plan(
+            [g.to_dict() for g in profile.groups], budget_s=services.model_budget(job_id=job_id)
+        )
+        services.model_profile_record(job_id=job_id, profile=profile.to_dict(), plan=plan.to_dict())
+    except Exception as exc:
+        services.model_fail(job_id=job_id, message=f"Profiling failed on our side: {exc!r}")
+        raise
+    return "planned"
+
+
+@app.task(name="workers.verify_model_job", acks_late=True)
+def verify_model_job(job_id: str) -> str:
+    from agents.amdahl import Plan, PlanItem, predicted_from_measured
+    from harness.model_verify import Winner, verify_model
+    from webapp.jobs.models import Job
+    from webapp.modeljobs import selectors, services
+
+    run = selectors.model_run_for_job(job_id=job_id)
+    if run is None or run.status != run.Status.VERIFYING:
+        return "skipped"
+    try:
+        winners = selectors.model_winners(job_id=job_id)
+        job = Job.objects.get(id=job_id)
+        with job.model_file.open("rb") as f:
+            source = f.read().decode("utf-8", errors="replace")
+        result = verify_model(source, [Winner(w["key"], w["source"]) for w in winners])
+        items = [
+            PlanItem(**{**i, "ceiling": i["ceiling"] or float("inf")}) for i in run.plan["items"]
+        ]
+        plan = Plan(items, run.plan["budget_s"], run.plan["not_optimizable_share"])
+        measured = {w["key"]: w["speedup"] for w in winners}
+        data = result.to_dict() | {
+            "winners": [{"key": w["key"], "kernel_speedup": w["speedup"]} for w in winners],
+            "predicted": predicted_from_measured(plan, measured),
+        }
+        if not winners:
+            data["message"] = "No kernel beat the model's own: the model runs unchanged."
+        services.model_verify_record(job_id=job_id, result=data)
+    except Exception as exc:
+        services.model_fail(job_id=job_id, message=f"End-to-end verification failed: {exc!r}")
+        raise
+    return "verified"
