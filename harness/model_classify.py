@@ -200,10 +200,16 @@ def classify(
                 op, problem, note = found
                 label = problem.key if problem else f"{op} ({modules[path].get('cls')} {path})"
                 return op, label, problem, "module", note
-    for frame in reversed(record.stack):
+    stack = record.stack
+    for i in range(len(stack) - 1, -1, -1):
+        frame = stack[i]
         op = ATEN_OPS.get(frame.name)
         if op is None:
             continue
+        # aten::linear holds aten::mm/addmm: the outermost op of the run knows the layout.
+        while i > 0 and ATEN_OPS.get(stack[i - 1].name) == op:
+            i -= 1
+        frame = stack[i]
         if op == "matmul":
             problem, note = _matmul_from_aten(frame)
         elif op in ("softmax", "layernorm", "rmsnorm", "sum"):

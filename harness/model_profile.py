@@ -54,6 +54,7 @@ class ModelProfile:
             "failure": self.failure.value if self.failure else None,
             "message": self.message,
             "isolation": self.isolation,
+            "modules": self.modules,
         }
 
 

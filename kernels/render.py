@@ -53,21 +53,15 @@ def render_module(
 # hashing), which on a slow host costs more than a small kernel runs. The key covers what
 # Triton specializes on, so a cached kernel is only reused where the JIT would reuse it.
 FAST_LAUNCH = '''
-_COMPILED = {}  # (kernel, specialization, warps, stages) -> compiled kernel
+_COMPILED = {}  # (kernel, warps, stages, specialization...) -> compiled kernel
 
 
-def _specialization(kernel, args):
-    key = []
-    for param, value in zip(kernel.params, args):
-        if param.is_constexpr or isinstance(value, (bool, float, str)) or value is None:
-            key.append(value)
-        elif isinstance(value, int):  # Triton specializes ints on ==1, %16 and 32/64 bits
-            key.append((value == 1, value % 16 == 0, -(2**31) <= value < 2**31))
-        elif hasattr(value, "data_ptr"):  # tensors: dtype and 16-byte alignment
-            key.append((value.dtype, value.data_ptr() % 16 == 0))
-        else:  # e.g. host TMA descriptors: leave these launches to the JIT
-            return None
-    return tuple(key)
+def _spec(value):
+    # Tensors by dtype and 16-byte alignment (what Triton specializes on); everything else
+    # by value, which is finer than Triton's int specialization (==1, %16), so always safe.
+    if hasattr(value, "data_ptr"):
+        return (value.dtype, value.data_ptr() % 16 == 0)
+    return value
 
 
 def launch(kernel, grid, *args, num_warps=4, num_stages=3, **kwargs):
@@ -75,14 +69,15 @@ def launch(kernel, grid, *args, num_warps=4, num_stages=3, **kwargs):
     if not hasattr(kernel, "params"):  # the CPU interpreter: nothing compiled to reuse
         kernel[grid](*args, **kwargs, num_warps=num_warps, num_stages=num_stages)
         return
-    args = (*args, *[kwargs[name] for name in kernel.arg_names[len(args):]])
-    spec = _specialization(kernel, args)
-    key = (kernel, spec, num_warps, num_stages)
-    compiled = _COMPILED.get(key)
+    args = (*args, *[kwargs[name] for name in kernel.arg_names[len(args) :]])
+    key = (kernel, num_warps, num_stages, *[_spec(v) for v in args])
+    try:
+        compiled = _COMPILED.get(key)
+    except TypeError:  # an unhashable argument (a host TMA descriptor): leave it to the JIT
+        kernel[grid](*args, num_warps=num_warps, num_stages=num_stages)
+        return
     if compiled is None:
-        compiled = kernel[grid](*args, num_warps=num_warps, num_stages=num_stages)
-        if spec is not None:
-            _COMPILED[key] = compiled
+        _COMPILED[key] = kernel[grid](*args, num_warps=num_warps, num_stages=num_stages)
         return
     grid = (*grid, 1, 1)
     stream = driver.active.get_current_stream(driver.active.get_current_device())

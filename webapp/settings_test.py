@@ -21,3 +21,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     # A file, as `up` uses, not the shared-cache memory database: concurrent writers then meet
     # the same locking (WAL, BEGIN IMMEDIATE, busy timeout) as in the embedded product.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-kernelforge.sqlite3")}  # noqa: F405
+elif os.environ.get("KF_TEST_DATABASE_NAME"):
+    # Two test runs on one machine (say, a fresh clone beside the work tree) would otherwise
+    # both create and drop test_kernelforge under each other.
+    DATABASES["default"]["TEST"] = {"NAME": os.environ["KF_TEST_DATABASE_NAME"]}  # noqa: F405

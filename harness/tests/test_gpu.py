@@ -41,6 +41,8 @@ def _timing_summary(ev) -> dict:
     t = ev.timings
     return {
         "verdict": ev.verdict.value,
+        "error": ev.error[-3000:],
+        "stages": [st.__dict__ for st in ev.stages],
         "regime": t.regime.value if t else None,
         "protocol": t.protocol if t else None,
         "candidate_us": t.candidate.__dict__ if t else None,

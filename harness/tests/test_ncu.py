@@ -90,3 +90,15 @@ def test_it_round_trips_a_profile_through_json():
 )
 def test_it_classifies_the_bottleneck(metrics, expected):
     assert ncu.classify(metrics) is expected
+
+
+def test_it_reads_the_report_profile_recorded_on_an_h100():
+    # Recorded by harness.profile() on an H100 (tests/test_gpu.py): one Triton GEMM inside the
+    # harness's NVTX range and nothing else (no input generation, no flush kernels).
+    path = str(FIXTURES / "h100_triton_matmul_4096_fp16.ncu-rep")
+    prof = from_report(path, "cand", "matmul/4096x4096x4096/fp16/NN", nvtx="kf_candidate/")
+    assert prof.kernels == ["_matmul"]
+    assert prof.metrics["registers_per_thread"] == 58
+    assert 400_000 < prof.metrics["duration_ns"] < 600_000
+    assert prof.bottleneck is Bottleneck.MEMORY
+    assert len(ncu.read_report(path)) == 1

@@ -51,3 +51,18 @@ def profile_chart(run: ModelRun) -> dict[str, Any] | None:
         "op": [g["op"] for g in groups],
         "optimizable": [bool(g["problem"]) for g in groups],
     }
+
+
+def task_budget_s(*, task_id: int) -> float | None:
+    """A model job task's slice of the job budget (the Amdahl plan's split), None for others.
+
+    For the worker to pass as the agent's wall-time cap (workers/agent.py's stand-in takes none).
+    """
+    task = Task.objects.filter(id=task_id).select_related("problem").first()
+    run = ModelRun.objects.filter(job_id=task.job_id).first() if task else None
+    if run is None or not run.plan:
+        return None
+    for item in run.plan["items"]:
+        if item["key"] == task.problem.key:
+            return float(item["budget_s"])
+    return None

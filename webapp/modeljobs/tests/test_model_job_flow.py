@@ -14,7 +14,7 @@ from django.urls import reverse
 from kernels.model_source import check_model_source
 from webapp.jobs import services as job_services
 from webapp.jobs.models import Job, Task
-from webapp.modeljobs import services
+from webapp.modeljobs import selectors, services
 from webapp.modeljobs.models import ModelRun
 from workers.model_tasks import profile_model_job, verify_model_job
 from workers.reporting import DjangoReporter
@@ -58,6 +58,8 @@ def test_it_profiles_plans_optimizes_and_verifies_a_model_job(
     assert sum(i["budget_s"] for i in funded) == pytest.approx(600, abs=1)
     assert len(enqueued) == len(funded) + 1  # one run_task per problem, then the status poke
     assert profile_model_job(str(job.id)) == "skipped", "a redelivery does nothing"
+    first = Task.objects.filter(job=job).order_by("id").first()
+    assert selectors.task_budget_s(task_id=first.id) == funded[0]["budget_s"]
 
     # Stand in for the agent: each task ends, the rmsnorm one with a kept, faster kernel.
     for task in Task.objects.filter(job=job).select_related("problem"):

@@ -1,7 +1,24 @@
-// The model job's profile: one horizontal bar per op group (time per forward step).
-// Data comes from the page (json_script "model-profile"); plotly is vendored, no CDN.
+// A model job's page: the profile chart (one horizontal bar per op group, time per forward
+// step; data from json_script "model-profile"; plotly is vendored, no CDN), and a reload when
+// the model run moves on (profiled -> tasks appear, verified -> the end-to-end result).
 (function () {
   "use strict";
+  const run = document.getElementById("model-run");
+  if (run && !["done", "failed"].includes(run.dataset.status)) {
+    const rows = document.querySelectorAll("tr[data-task]").length;
+    const poll = function () {
+      fetch(window.location.href, { credentials: "same-origin" })
+        .then((r) => r.text())
+        .then((html) => {
+          const status = (html.match(/id="model-run" data-status="([a-z]+)"/) || [])[1];
+          const tasks = (html.match(/<tr data-task=/g) || []).length;
+          if ((status && status !== run.dataset.status) || tasks !== rows) window.location.reload();
+          else window.setTimeout(poll, 4000);
+        })
+        .catch(() => window.setTimeout(poll, 8000));
+    };
+    window.setTimeout(poll, 4000);
+  }
   const data = document.getElementById("model-profile");
   const chart = document.getElementById("profile-chart");
   if (!data || !chart || !window.Plotly) return;
