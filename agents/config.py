@@ -49,7 +49,7 @@ class LLMSettings:
     # can only run when no cost cap is set (R7.2: fail closed).
     input_cost_per_token: float | None = None
     output_cost_per_token: float | None = None
-    coder_retries: int = 2  # extra replies asked for when the code fails our checks
+    reply_retries: int = 2  # extra replies asked for when a plan or code fails our checks
 
 
 @dataclass(frozen=True)

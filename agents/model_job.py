@@ -113,6 +113,7 @@ def run_model_job(
     *,
     budget_s: float,
     max_problems: int | None = None,
+    min_budget_s: float = 60.0,
     optimizer: str = "agent",
     device: str | None = None,
     trace_to: str | None = None,
@@ -127,7 +128,10 @@ def run_model_job(
     if not profile.ok:
         return out | {"ok": False, "message": profile.message}
     plan: Plan = make_plan(
-        [g.to_dict() for g in profile.groups], budget_s=budget_s, max_problems=max_problems
+        [g.to_dict() for g in profile.groups],
+        budget_s=budget_s,
+        max_problems=max_problems,
+        min_budget_s=min_budget_s,
     )
     out["plan"] = plan.to_dict()
     save(out)
@@ -167,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("model", help="a .py file in the KernelBench convention")
     parser.add_argument("--budget", type=float, default=600.0, help="seconds for all problems")
     parser.add_argument("--max-problems", type=int, default=None)
+    parser.add_argument(
+        "--min-budget", type=float, default=60.0, help="smallest slice worth giving a problem (s)"
+    )
     parser.add_argument("--optimizer", choices=("agent", "families"), default="agent")
     parser.add_argument("--device", choices=("cuda", "cpu"), default=None)
     parser.add_argument("--trace", default=None, help="keep the profiler's Chrome trace here")
@@ -185,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         checkpoint=checkpoint,
         budget_s=args.budget,
         max_problems=args.max_problems,
+        min_budget_s=args.min_budget,
         optimizer=args.optimizer,
         device=args.device,
         trace_to=args.trace,

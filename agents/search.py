@@ -24,7 +24,11 @@ ENUMERATE_UP_TO = 20_000  # larger spaces are sampled
 SAMPLES = 3_000
 SHRINK = 1.0  # prior pseudo-count for each value's effect
 EXPLORE = 0.15  # weight of the exploration bonus (log units)
-PRIOR = 0.05  # weight of the playbook's direction, per parameter moved the preferred way
+PRIOR = 0.05  # weight of the playbook's direction (mean over the knobs it names)
+# Trust region: each parameter changed from the anchor costs this much, so with few results
+# the search refines around the best instead of jumping across the space; the last pick of
+# a batch ignores it, so every batch still explores once.
+LOCALITY = 0.02
 
 
 def point_key(params: Mapping[str, Any]) -> str:
@@ -69,8 +73,9 @@ class SurrogateSearch:
         chosen: list[dict[str, Any]] = []
         counts = {name: dict(c) for name, c in counts.items()}
         while pool and len(chosen) < k:
+            local = anchor is not None and (len(chosen) < k - 1 or k == 1)
             scored = [
-                (self._acquisition(p, mean, effects, counts, anchor, prior or {}), i)
+                (self._acquisition(p, mean, effects, counts, anchor, prior or {}, local=local), i)
                 for i, p in enumerate(pool)
             ]
             best = max(s for s, _ in scored)
@@ -159,6 +164,8 @@ class SurrogateSearch:
         counts: Mapping[str, Mapping[str, int]],
         anchor: Mapping[str, Any] | None,
         prior: Mapping[str, int],
+        *,
+        local: bool,
     ) -> float:
         score = mean
         bonus = 0.0
@@ -168,11 +175,15 @@ class SurrogateSearch:
             bonus += 1.0 / math.sqrt(1.0 + counts[name].get(key, 0))
         score += EXPLORE * bonus / max(1, len(self.names))
         if anchor is not None:
+            agree = 0
             for name, direction in prior.items():
                 values = list(self.space.choices.get(name, ()))
                 if name in params and anchor.get(name) in values and params[name] in values:
                     moved = values.index(params[name]) - values.index(anchor[name])
-                    score += PRIOR * direction * _sign(moved)
+                    agree += direction * _sign(moved)
+            score += PRIOR * agree / max(1, len(prior))
+            if local:
+                score -= LOCALITY * sum(1 for n in self.names if params[n] != anchor.get(n))
         return score
 
 

@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "webapp.embedded",
     "ninja",  # serves the API docs' assets locally (no CDN)
     "webapp.api",
+    "webapp.dashboard",  # iteration, compare, leaderboard pages and downloads (issue 7)
 ]
 
 MIDDLEWARE = [

@@ -9,4 +9,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("webapp.api.urls")),  # /api/ (REST, docs) and /settings/tokens/
     path("", include("webapp.jobs.urls")),
+    path("", include("webapp.dashboard.urls")),
 ]

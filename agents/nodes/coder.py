@@ -102,7 +102,7 @@ def llm_rewrite(state: OptimizeState, ctx: RunContext) -> Pending:
         check_source(source)
         return source
 
-    source = ctx.llm.complete_parsed(messages, parse, retries=ctx.config.llm.coder_retries)
+    source = ctx.llm.complete_parsed(messages, parse, retries=ctx.config.llm.reply_retries)
     return Pending(
         source=source,
         family=None,

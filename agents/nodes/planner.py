@@ -177,7 +177,7 @@ def llm_plan(state: OptimizeState, ctx: RunContext) -> Plan:
         )
 
     plan = ctx.llm.complete_parsed(
-        messages, parse, retries=ctx.config.llm.coder_retries, json_mode=True
+        messages, parse, retries=ctx.config.llm.reply_retries, json_mode=True
     )
     plan["llm_tokens"] = ctx.llm.spent.tokens - before_tokens
     plan["llm_cost_usd"] = ctx.llm.spent.cost_usd - before_cost

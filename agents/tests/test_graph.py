@@ -168,4 +168,6 @@ def test_it_profiles_at_most_the_configured_number_of_candidates():
     evaluator, reporter = FakeEvaluator(block_m_score), ListReporter()
     optimize(PROBLEM, config(evaluator, max_profiles=2), reporter)
     kept = [e for e in reporter.events if e.verdict is AttemptVerdict.KEPT]
-    assert len(kept) >= 2 and reporter.profiles == [0, kept[0].index]
+    # The best at the end of a batch is profiled: the baseline, then one kept candidate.
+    assert len(kept) >= 2 and len(reporter.profiles) == 2
+    assert reporter.profiles[0] == 0 and reporter.profiles[1] in {e.index for e in kept}

@@ -29,7 +29,7 @@ def llm_config(server, evaluator, **kw):
         timeout_s=1.0,
         retries=1,
         backoff_s=0.01,
-        coder_retries=2,
+        reply_retries=2,
     )
     kw.setdefault("budget", Budget(wall_s=120, max_attempts=4))
     return OptimizeConfig(

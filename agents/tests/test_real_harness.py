@@ -79,7 +79,7 @@ def test_it_runs_the_llm_graph_against_the_fake_server():
             timeout_s=1.0,
             retries=1,
             backoff_s=0.01,
-            coder_retries=1,
+            reply_retries=1,
         )
         config = OptimizeConfig(
             final_verify=False,

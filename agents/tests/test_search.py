@@ -87,3 +87,15 @@ def test_it_returns_nothing_when_the_space_is_exhausted():
     assert (
         SurrogateSearch(tiny, no_check, rng=random.Random(0)).propose(obs, k=2, anchor=None) == []
     )
+
+
+def test_it_refines_near_the_best_and_explores_once_per_batch():
+    space = ParamSpace({f"P{i}": [1, 2, 3, 4] for i in range(6)})
+    anchor = {f"P{i}": 2 for i in range(6)}
+    search = SurrogateSearch(space, no_check, rng=random.Random(4))
+    picks = search.propose(
+        [Observation(anchor, 0.0)], k=4, anchor=anchor, prior={"P0": +1, "P1": +1}
+    )
+    changed = [sum(p[n] != anchor[n] for n in anchor) for p in picks]
+    assert all(c <= 2 for c in changed[:3]), changed
+    assert changed[-1] > 2  # the batch's one exploration pick

@@ -28,11 +28,53 @@
     return td;
   }
 
+  const iterationUrl = table.dataset.iterationUrl; // ".../iterations/" (the dashboard's page)
+  let maxSeq = 0;
+  let pending = [];
+  let frame = 0;
+
+  // Events can arrive at tens per second; draw them once per animation frame, in one batch,
+  // and tell the chart (static/js/job_chart.js) about the batch with one DOM event.
+  const queued = new Set(); // seqs received but not drawn yet
+  function queueIterations(items) {
+    for (const it of items) {
+      if (seen.has(it.seq) || queued.has(it.seq)) continue;
+      queued.add(it.seq);
+      pending.push(it);
+    }
+    while (seen.has(lastSeq + 1) || queued.has(lastSeq + 1)) lastSeq += 1;
+    // Hidden tabs get no animation frames: draw on a timer there instead.
+    if (!frame) frame = document.hidden ? setTimeout(flush, 250) : requestAnimationFrame(flush);
+  }
+
+  function flush() {
+    frame = 0;
+    const batch = pending.sort((a, b) => a.seq - b.seq);
+    pending = [];
+    queued.clear();
+    const fresh = [];
+    for (const it of batch) {
+      if (seen.has(it.seq)) continue;
+      addIteration(it);
+      fresh.push(it);
+    }
+    if (fresh.length) document.dispatchEvent(new CustomEvent("kf:iterations", { detail: fresh }));
+  }
+
   function addIteration(it) {
     if (seen.has(it.seq)) return; // already shown: a backfill and a live message overlapped
     const tr = document.createElement("tr");
     tr.dataset.seq = it.seq;
-    tr.appendChild(cell(it.seq, "num"));
+    if (iterationUrl) {
+      const td = cell("", "num");
+      const a = document.createElement("a");
+      a.href = iterationUrl + it.seq + "/";
+      a.textContent = it.seq;
+      td.appendChild(a);
+      tr.appendChild(td);
+    } else {
+      tr.appendChild(cell(it.seq, "num"));
+    }
     const problem = cell("");
     const code = document.createElement("code");
     code.textContent = it.problem;
@@ -52,11 +94,15 @@
     hyp.appendChild(reason);
     tr.appendChild(hyp);
     tr.appendChild(cell(it.speedup == null ? "—" : it.speedup.toFixed(2) + "×", "num"));
-    // Keep rows in seq order even when a backfill fills a gap behind newer rows.
+    // Keep rows in seq order even when a backfill fills a gap behind newer rows (rare: the
+    // common case appends, so thousands of rows stay cheap).
     let before = null;
-    for (const [s, row] of seen) {
-      if (s > it.seq && (before === null || s < Number(before.dataset.seq))) before = row;
+    if (it.seq < maxSeq) {
+      for (const [s, row] of seen) {
+        if (s > it.seq && (before === null || s < Number(before.dataset.seq))) before = row;
+      }
     }
+    maxSeq = Math.max(maxSeq, it.seq);
     body.insertBefore(tr, before);
     seen.set(it.seq, tr);
     while (seen.has(lastSeq + 1)) lastSeq += 1;
@@ -65,6 +111,7 @@
   }
 
   function applyStatus(status) {
+    document.dispatchEvent(new CustomEvent("kf:status", { detail: status }));
     const badge = document.getElementById("job-status");
     badge.className = "badge s-" + status.status;
     badge.textContent = status.status_label;
@@ -83,7 +130,19 @@
     if (status.last_seq > lastSeq) requestBackfill();
   }
 
+  // A full backfill page: ask for the next one after its last row (rows not yet drawn).
+  function requestMore(rows) {
+    const last = rows.length ? rows[rows.length - 1].seq : lastSeq;
+    if (socket && socket.readyState === WebSocket.OPEN) {
+      socket.send(JSON.stringify({ type: "backfill", after: Math.max(last, lastSeq) }));
+    }
+  }
+
+  let backfillAt = 0;
   function requestBackfill() {
+    // One request covers every gap behind it; at 20 events/s do not ask again for each event.
+    if (Date.now() - backfillAt < 1000) return;
+    backfillAt = Date.now();
     if (socket && socket.readyState === WebSocket.OPEN) {
       socket.send(JSON.stringify({ type: "backfill", after: lastSeq }));
     }
@@ -92,11 +151,11 @@
   function onMessage(event) {
     const msg = JSON.parse(event.data);
     if (msg.type === "iteration") {
-      if (msg.iteration.seq > lastSeq + 1 && !seen.has(lastSeq + 1)) requestBackfill();
-      addIteration(msg.iteration);
+      queueIterations([msg.iteration]);
+      if (msg.iteration.seq > lastSeq) requestBackfill(); // a gap: something was dropped
     } else if (msg.type === "backfill") {
-      msg.iterations.forEach(addIteration);
-      if (msg.more) requestBackfill();
+      queueIterations(msg.iterations);
+      if (msg.more) requestMore(msg.iterations);
     } else if (msg.type === "status") {
       applyStatus(msg.status);
     }

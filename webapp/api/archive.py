@@ -1,7 +1,10 @@
-"""A job's winning kernels as a zip: one folder per problem and a provenance manifest.
+"""A job's winning kernels: the provenance manifest and where each source lies in the download.
 
-    <job-title-slug>/manifest.json
-    <job-title-slug>/<op>-<shape>-<dtype>[-<layout>]/kernel.py
+The download itself is an installable Python package built by webapp/downloads/builder.py (one
+builder for the API and the web pages):
+
+    kf-<job-title-slug>/manifest.json
+    kf-<job-title-slug>/kf_<job_title_slug>/kernels/k_<op>_<shape>_<dtype>[_<layout>].py
 
 Each source is the candidate module exactly as the harness evaluated it (it defines
 `run(*inputs, out)`); the manifest says where it came from and how it was measured.
@@ -10,9 +13,6 @@ Each source is the candidate module exactly as the harness evaluated it (it defi
 from __future__ import annotations
 
 import hashlib
-import io
-import json
-import zipfile
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,8 +31,14 @@ def problem_folder(problem: Problem) -> str:
     return slugify("-".join(parts)) or f"problem-{problem.position}"
 
 
+def kernel_module(problem: Problem) -> str:
+    """The kernel's module name inside the package (an identifier)."""
+    return "k_" + problem_folder(problem).replace("-", "_")
+
+
 def winner_path(winner: Winner) -> str:
-    return f"{problem_folder(winner.task.problem)}/kernel.py"
+    """Where the source lies inside the package folder of the download."""
+    return f"kernels/{kernel_module(winner.task.problem)}.py"
 
 
 def manifest(job: Job, winners: list[Winner], problems: list[Problem]) -> dict[str, Any]:
@@ -73,12 +79,11 @@ def _winner_entry(winner: Winner) -> dict[str, Any]:
     }
 
 
-def winners_zip(job: Job, winners: list[Winner], problems: list[Problem]) -> bytes:
-    root = slugify(job.title) or str(job.id)
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        document = manifest(job, winners, problems)
-        archive.writestr(f"{root}/manifest.json", json.dumps(document, indent=2, sort_keys=True))
-        for winner in winners:
-            archive.writestr(f"{root}/{winner_path(winner)}", winner.iteration.source)
-    return buffer.getvalue()
+def winners_zip(
+    job: Job, winners: list[Winner], problems: list[Problem], job_url: str = ""
+) -> bytes:
+    """The download: an installable package (webapp/downloads/builder.py, shared with the pages)
+    that also carries manifest() at its root."""
+    from webapp.downloads.builder import build_package  # it imports this module
+
+    return build_package(job=job, winners=winners, problems=problems, job_url=job_url).data

@@ -62,6 +62,10 @@ def iteration_event(it: Iteration) -> dict[str, Any]:
         "best_speedup": it.best_speedup,
         "elapsed_s": round(it.elapsed_s, 3),
         "has_profile": it.profile is not None,
+        # For the dashboard's live chart and budget meters (issue 7).
+        "at": it.created_at.isoformat(),
+        "gpu_s": it.gpu_s,
+        "llm_cost_usd": it.llm_cost_usd,
     }
 
 

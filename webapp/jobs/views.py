@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from webapp.accounts.selectors import teams_for_user
+from webapp.dashboard import selectors as dashboard
 from webapp.jobs import selectors, services
 from webapp.jobs.forms import JobForm
 from webapp.jobs.models import Job
@@ -19,11 +20,23 @@ from webapp.jobs.models import Job
 
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
+    filters = dashboard.JobFilters(
+        team=request.GET.get("team", ""),
+        op=request.GET.get("op", ""),
+        status=request.GET.get("status", ""),
+    )
+    query = request.GET.copy()
+    query.pop("page", None)
     return render(
         request,
         "jobs/list.html",
         {
-            "jobs": selectors.job_list_for_user(user=request.user)[:100],
+            "page": dashboard.job_list_page(
+                user=request.user, filters=filters, page=request.GET.get("page", 1)
+            ),
+            "filters": filters,
+            "choices": dashboard.job_filter_choices(user=request.user),
+            "query": query.urlencode(),
             "has_team": teams_for_user(user=request.user).exists(),
         },
     )
@@ -84,6 +97,9 @@ def job_detail(request: HttpRequest, job_id: uuid.UUID) -> HttpResponse:
             "job": job,
             "problems": job.problems.all(),
             "status": selectors.job_status_event(job_id=job.id),
+            "budget": dashboard.job_budget(job=job),
+            "hypothesis": dashboard.job_current_hypothesis(job=job),
+            "has_winner": dashboard.job_has_winner(job=job),
         },
     )
 

@@ -362,7 +362,8 @@ def winners(request: HttpRequest, job_id: JobId) -> dict:
 DOWNLOAD_DOC = {
     "responses": {
         "200": {
-            "description": "A zip: manifest.json (provenance) and one kernel.py per won problem.",
+            "description": "A zip that pip installs: the kernels, a dispatch table with PyTorch "
+            "fallback, tests, benchmark JSON, provenance and manifest.json.",
             "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}},
         }
     }
@@ -381,7 +382,8 @@ def download(request: HttpRequest, job_id: JobId) -> HttpResponse:
     found = selectors.job_winners(job=job)
     if not found:
         raise ApiError(ErrorCode.NO_WINNERS, "This job has no kept kernel yet.")
-    data = archive.winners_zip(job, found, list(job.problems.all()))
+    job_url = request.build_absolute_uri(f"/jobs/{job.id}/")
+    data = archive.winners_zip(job, found, list(job.problems.all()), job_url=job_url)
     response = HttpResponse(data, content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="kernelforge-{job.id}.zip"'
     return response

@@ -1,0 +1,1 @@
+"""The dashboard's read-side pages: jobs list filters, iteration detail, comparisons, leaderboards."""

@@ -1,0 +1,511 @@
+"""Reads for the dashboard pages. Each page costs a fixed number of queries, whatever the history.
+
+Team isolation comes from webapp.jobs.selectors.jobs_visible_to; leaderboard eligibility from
+webapp.api.selectors.ranked_iterations (kept, timed on a real device, not implausible, never
+the CPU interpreter), so the API and the pages rank the same rows.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.paginator import Page, Paginator
+from django.db.models import (
+    Count,
+    F,
+    FloatField,
+    IntegerField,
+    Max,
+    OuterRef,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+    Window,
+)
+from django.db.models.fields.json import KT
+from django.db.models.functions import Coalesce, RowNumber
+
+from webapp.accounts.models import Team
+from webapp.api.selectors import is_interpreter_result, ranked_iterations
+from webapp.jobs.models import Iteration, Job, Problem, Task
+from webapp.jobs.selectors import jobs_visible_to
+
+JOBS_PER_PAGE = 25
+ITERATIONS_PER_PAGE = 50
+GROUPS_PER_PAGE = 20
+
+FAILED_VERDICTS = (
+    Iteration.Verdict.COMPILE_FAILED,
+    Iteration.Verdict.INCORRECT,
+    Iteration.Verdict.TIMEOUT,
+    Iteration.Verdict.CRASH,
+    Iteration.Verdict.ERROR,
+)
+
+
+# --- Jobs list --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobFilters:
+    team: str = ""  # team slug
+    op: str = ""
+    status: str = ""
+
+
+def job_list_page(
+    *, user: AbstractBaseUser | AnonymousUser, filters: JobFilters, page: int | str = 1
+) -> Page:
+    """Jobs the user may see, newest first, with best kept speedup and the GPU queue they ran on.
+
+    Per-job numbers are correlated subqueries, so a page is one query (plus the count) however
+    many iterations the jobs hold.
+    """
+    jobs = jobs_visible_to(user=user)
+    if filters.team:
+        jobs = jobs.filter(team__slug=filters.team)
+    if filters.status:
+        jobs = jobs.filter(status=filters.status)
+    if filters.op:
+        jobs = jobs.filter(id__in=Problem.objects.filter(op=filters.op).values("job_id"))
+    best = (
+        Iteration.objects.filter(job=OuterRef("pk"), verdict=Iteration.Verdict.KEPT)
+        .order_by()
+        .values("job")
+        .annotate(best=Max("speedup"))
+        .values("best")
+    )
+    problems = (
+        Problem.objects.filter(job=OuterRef("pk"))
+        .order_by()
+        .values("job")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    queue = Task.objects.filter(job=OuterRef("pk")).order_by("id").values("queue")[:1]
+    jobs = (
+        jobs.select_related("team")
+        .annotate(
+            best_speedup=Subquery(best, output_field=FloatField()),
+            problem_count=Coalesce(Subquery(problems, output_field=IntegerField()), Value(0)),
+            queue=Subquery(queue),
+        )
+        .order_by("-created_at")
+    )
+    return Paginator(jobs, JOBS_PER_PAGE).get_page(page)
+
+
+def job_filter_choices(*, user: AbstractBaseUser | AnonymousUser) -> dict[str, list]:
+    visible = jobs_visible_to(user=user)
+    teams = visible.order_by("team__name").values_list("team__slug", "team__name").distinct()
+    ops = (
+        Problem.objects.filter(job__in=visible).order_by("op").values_list("op", flat=True)
+    ).distinct()
+    return {"teams": list(teams), "ops": list(ops), "statuses": list(Job.Status.choices)}
+
+
+# --- Job page ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Budget:
+    gpu_s: float
+    gpu_budget_s: float
+    llm_cost_usd: float
+    llm_budget_usd: float
+    iterations: int
+
+    @property
+    def gpu_pct(self) -> float:
+        return min(100.0, 100.0 * self.gpu_s / self.gpu_budget_s) if self.gpu_budget_s else 0.0
+
+    @property
+    def llm_pct(self) -> float:
+        if not self.llm_budget_usd:
+            return 0.0
+        return min(100.0, 100.0 * self.llm_cost_usd / self.llm_budget_usd)
+
+
+def job_budget(*, job: Job) -> Budget:
+    used = Iteration.objects.filter(job=job).aggregate(
+        gpu=Sum("gpu_s"), llm=Sum("llm_cost_usd"), n=Count("id")
+    )
+    tasks = max(1, Task.objects.filter(job=job).count())
+    return Budget(
+        gpu_s=used["gpu"] or 0.0,
+        gpu_budget_s=settings.KF_JOB_DEFAULT_GPU_MINUTES * 60.0 * tasks,
+        llm_cost_usd=used["llm"] or 0.0,
+        llm_budget_usd=float(getattr(settings, "KF_JOB_LLM_BUDGET_USD", 5.0)) * tasks,
+        iterations=used["n"],
+    )
+
+
+def job_current_hypothesis(*, job: Job) -> Iteration | None:
+    return (
+        Iteration.objects.filter(job=job)
+        .exclude(hypothesis="")
+        .only("seq", "hypothesis", "verdict", "task_id")
+        .order_by("-seq")
+        .first()
+    )
+
+
+def job_has_winner(*, job: Job) -> bool:
+    return Iteration.objects.filter(
+        job=job, verdict=Iteration.Verdict.KEPT, speedup__isnull=False
+    ).exists()
+
+
+def job_iterations_page(*, job: Job, page: int | str = 1) -> Page:
+    rows = (
+        Iteration.objects.filter(job=job)
+        .select_related("task__problem")
+        .defer("source", "evaluation", "profile", "params")
+        .order_by("-seq")
+    )
+    return Paginator(rows, ITERATIONS_PER_PAGE).get_page(page)
+
+
+# --- Iteration page ---------------------------------------------------------------------------
+
+
+def iteration_get(*, job: Job, seq: int) -> Iteration | None:
+    return (
+        Iteration.objects.filter(job=job, seq=seq)
+        .select_related("task__problem", "job__team")
+        .first()
+    )
+
+
+def iteration_parent(*, iteration: Iteration) -> Iteration | None:
+    if iteration.parent is None:
+        return None
+    return (
+        Iteration.objects.filter(task_id=iteration.task_id, index=iteration.parent)
+        .select_related("task__problem")
+        .first()
+    )
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    name: str
+    label: str
+    value: float | None
+    parent: float | None
+    better: str  # "higher", "lower" or "" (neither is better)
+
+    @property
+    def delta(self) -> float | None:
+        if self.value is None or self.parent is None:
+            return None
+        return self.value - self.parent
+
+    @property
+    def delta_pct(self) -> float | None:
+        if self.delta is None or not self.parent:
+            return None
+        return 100.0 * self.delta / abs(self.parent)
+
+    @property
+    def tone(self) -> str:
+        """good / bad / "" for the delta cell, by this metric's better direction."""
+        pct = self.delta_pct
+        if pct is None or abs(pct) < 2.0 or not self.better:
+            return ""
+        improved = pct > 0 if self.better == "higher" else pct < 0
+        return "good" if improved else "bad"
+
+
+# short name (harness/ncu.py's table) -> label, which direction is better
+NCU_METRICS: tuple[tuple[str, str, str], ...] = (
+    ("duration_ns", "Kernel time (ns)", "lower"),
+    ("sm_pct", "SM throughput (% of peak)", "higher"),
+    ("memory_pct", "Memory throughput (% of peak)", ""),
+    ("dram_pct", "DRAM throughput (% of peak)", ""),
+    ("tensor_pipe_pct", "Tensor pipe busy (%)", "higher"),
+    ("l2_hit_pct", "L2 hit rate (%)", "higher"),
+    ("l1_hit_pct", "L1 hit rate (%)", "higher"),
+    ("achieved_occupancy_pct", "Achieved occupancy (%)", "higher"),
+    ("theoretical_occupancy_pct", "Theoretical occupancy (%)", "higher"),
+    ("registers_per_thread", "Registers per thread", "lower"),
+    ("shared_mem_dynamic_bytes", "Dynamic shared memory (B)", ""),
+    ("block_size", "Block size", ""),
+    ("grid_size", "Grid size", ""),
+    ("waves_per_sm", "Waves per SM", ""),
+    ("issue_active_pct", "Issue slots busy (%)", "higher"),
+    ("eligible_warps_per_cycle", "Eligible warps per cycle", "higher"),
+    ("dram_read_bytes", "DRAM bytes read", "lower"),
+    ("dram_write_bytes", "DRAM bytes written", "lower"),
+    ("spill_requests", "Local spill requests", "lower"),
+)
+
+
+def metric_rows(profile: dict | None, parent_profile: dict | None) -> list[MetricRow]:
+    ours = (profile or {}).get("metrics") or {}
+    theirs = (parent_profile or {}).get("metrics") or {}
+    rows = []
+    for name, label, better in NCU_METRICS:
+        if ours.get(name) is None and theirs.get(name) is None:
+            continue
+        rows.append(MetricRow(name, label, ours.get(name), theirs.get(name), better))
+    return rows
+
+
+@dataclass(frozen=True)
+class TimingRow:
+    name: str  # "candidate" or a baseline's name
+    median_us: float | None
+    iqr_us: float | None
+    min_us: float | None
+    samples: int | None
+    speedup: float | None  # baseline median / candidate median (None for the candidate)
+    ci: tuple[float, float] | None
+
+
+def timing_rows(evaluation: dict | None) -> list[TimingRow]:
+    timings = (evaluation or {}).get("timings") or {}
+    if not timings:
+        return []
+
+    def row(name: str, stats: dict, speedup: float | None, ci: Any) -> TimingRow:
+        return TimingRow(
+            name,
+            stats.get("median_us"),
+            stats.get("iqr_us"),
+            stats.get("min_us"),
+            stats.get("samples"),
+            speedup,
+            tuple(ci) if isinstance(ci, list | tuple) and len(ci) == 2 else None,
+        )
+
+    rows = [row("candidate", timings.get("candidate") or {}, None, None)]
+    speedups = timings.get("speedups") or {}
+    cis = timings.get("speedup_ci") or {}
+    for name, stats in sorted((timings.get("baselines") or {}).items()):
+        rows.append(row(name, stats or {}, speedups.get(name), cis.get(name)))
+    return rows
+
+
+def roofline(evaluation: dict | None, parent_evaluation: dict | None) -> dict | None:
+    """Points (arithmetic intensity, TFLOP/s) for candidate and parent, plus the device's roofs."""
+    device = (evaluation or {}).get("device") or {}
+    peak_tflops, peak_gbps = device.get("peak_tflops"), device.get("peak_gbps")
+    points = []
+    for label, ev in (("candidate", evaluation), ("parent", parent_evaluation)):
+        tflops, gbps = (ev or {}).get("tflops"), (ev or {}).get("gbps")
+        if tflops and gbps:
+            points.append({"label": label, "ai": tflops * 1000.0 / gbps, "tflops": tflops})
+    if not points or not peak_tflops or not peak_gbps:
+        return None
+    return {
+        "device": device.get("name", ""),
+        "peak_tflops": peak_tflops,
+        "peak_gbps": peak_gbps,
+        "points": points,
+    }
+
+
+@dataclass
+class IterationView:
+    """Everything the iteration page (and each side of the compare page) shows."""
+
+    iteration: Iteration
+    parent: Iteration | None
+    evaluation: dict = field(default_factory=dict)
+    stages: list[dict] = field(default_factory=list)
+    timings: list[TimingRow] = field(default_factory=list)
+    metrics: list[MetricRow] = field(default_factory=list)
+    roofline: dict | None = None
+    interpreter: bool = False
+
+    @property
+    def has_report(self) -> bool:
+        return bool((self.iteration.profile or {}).get("report_path"))
+
+
+def iteration_view(*, iteration: Iteration, parent: Iteration | None) -> IterationView:
+    evaluation = iteration.evaluation or {}
+    parent_eval = parent.evaluation if parent else None
+    return IterationView(
+        iteration=iteration,
+        parent=parent,
+        evaluation=evaluation,
+        stages=list(evaluation.get("stages") or []),
+        timings=timing_rows(evaluation),
+        metrics=metric_rows(iteration.profile, parent.profile if parent else None),
+        roofline=roofline(evaluation, parent_eval),
+        interpreter=is_interpreter_result(evaluation),
+    )
+
+
+# --- Leaderboards -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BoardEntry:
+    rank: int
+    team_slug: str
+    team_name: str
+    job_id: uuid.UUID
+    job_title: str
+    seq: int
+    speedup: float
+    speedups: dict[str, float]
+    pct_of_roof: float | None
+    created_at: Any
+    device: dict[str, Any]
+    family: str
+
+
+@dataclass(frozen=True)
+class BoardGroup:
+    problem_key: str
+    op: str
+    shape: list[int]
+    dtype: str
+    layout: str
+    device: str
+    entries: list[BoardEntry]
+
+
+@dataclass(frozen=True)
+class BoardFilters:
+    op: str = ""
+    dtype: str = ""
+    device: str = ""
+
+
+def _best_per_team(jobs: QuerySet[Job], filters: BoardFilters) -> QuerySet[Iteration]:
+    """One row per (problem key, GPU, team): the team's best verified speedup there."""
+    rows = ranked_iterations(jobs=jobs)
+    if filters.op:
+        rows = rows.filter(task__problem__op=filters.op)
+    if filters.dtype:
+        rows = rows.filter(task__problem__dtype=filters.dtype)
+    if filters.device:
+        rows = rows.filter(evaluation__device__name=filters.device)
+    return rows.annotate(
+        problem_key=F("task__problem__key"),
+        device_name=KT("evaluation__device__name"),
+        team_id=F("job__team_id"),
+        team_rank=Window(
+            RowNumber(),
+            partition_by=[
+                F("task__problem__key"),
+                KT("evaluation__device__name"),
+                F("job__team_id"),
+            ],
+            order_by=[F("speedup").desc(), F("seq").asc()],
+        ),
+    ).filter(team_rank=1)
+
+
+def _groups_from(rows: list[tuple], wanted: set[tuple[str, str]] | None) -> dict:
+    groups: dict[tuple[str, str], list[tuple]] = {}
+    for row in rows:
+        key = (row[1], row[2] or "")
+        if wanted is None or key in wanted:
+            groups.setdefault(key, []).append(row)
+    for entries in groups.values():
+        entries.sort(key=lambda r: (-r[3], r[4]))
+    return groups
+
+
+def leaderboard_page(
+    *,
+    jobs: QuerySet[Job],
+    filters: BoardFilters,
+    page: int | str = 1,
+    per_group: int = 10,
+    team_slug: str = "",
+) -> tuple[Page, list[BoardGroup], list[str]]:
+    """Problems (op, shape, dtype, layout) x GPU, a page at a time, each with its teams ranked.
+
+    Three queries: the best row per team (narrow columns), then the displayed rows in full.
+    With `team_slug`, only groups that team leads (its wins).
+    """
+    best = list(
+        _best_per_team(jobs, filters).values_list(
+            "id", "problem_key", "device_name", "speedup", "seq", "job__team__slug"
+        )
+    )
+    groups = _groups_from(best, None)
+    keys = sorted(groups)
+    if team_slug:
+        keys = [k for k in keys if groups[k][0][5] == team_slug]
+    paginator = Paginator(keys, GROUPS_PER_PAGE)
+    page_obj = paginator.get_page(page)
+    shown = {k: groups[k][:per_group] for k in page_obj.object_list}
+    ids = [row[0] for rows in shown.values() for row in rows]
+    full = {
+        it.id: it
+        for it in Iteration.objects.filter(id__in=ids)
+        .select_related("task__problem", "job__team")
+        .defer("source", "profile", "params")
+    }
+    result = []
+    for key in page_obj.object_list:
+        entries = []
+        for rank, row in enumerate(shown[key], start=1):
+            it = full[row[0]]
+            evaluation = it.evaluation or {}
+            timings = evaluation.get("timings") or {}
+            entries.append(
+                BoardEntry(
+                    rank=rank,
+                    team_slug=it.job.team.slug,
+                    team_name=it.job.team.name,
+                    job_id=it.job_id,
+                    job_title=it.job.title,
+                    seq=it.seq,
+                    speedup=it.speedup,
+                    speedups=dict(sorted((timings.get("speedups") or {}).items())),
+                    pct_of_roof=evaluation.get("pct_of_roof"),
+                    created_at=it.created_at,
+                    device=evaluation.get("device") or {},
+                    family=it.family,
+                )
+            )
+        problem = full[shown[key][0][0]].task.problem
+        result.append(
+            BoardGroup(
+                problem_key=key[0],
+                op=problem.op,
+                shape=list(problem.shape),
+                dtype=problem.dtype,
+                layout=problem.layout,
+                device=key[1],
+                entries=entries,
+            )
+        )
+    return page_obj, result, sorted({k[1] for k in groups})
+
+
+def board_filter_choices(*, jobs: QuerySet[Job], groups_devices: list[str]) -> dict[str, list[str]]:
+    problems = Problem.objects.filter(job__in=jobs).order_by()
+    return {
+        "ops": sorted(set(problems.values_list("op", flat=True).distinct())),
+        "dtypes": sorted(set(problems.values_list("dtype", flat=True).distinct())),
+        "devices": sorted(set(groups_devices)),
+    }
+
+
+def team_visible(*, user: AbstractBaseUser | AnonymousUser, slug: str) -> Team | None:
+    """A team whose board the user may see: one they belong to (boards are team-private)."""
+    if not user.is_authenticated:
+        return None
+    return Team.objects.filter(slug=slug, memberships__user=user).first()
+
+
+def team_stats(*, team: Team) -> dict[str, Any]:
+    kept = Iteration.objects.filter(job__team=team, verdict=Iteration.Verdict.KEPT)
+    return {
+        "jobs": Job.objects.filter(team=team).count(),
+        **kept.aggregate(kept=Count("id"), best=Max("speedup")),
+    }

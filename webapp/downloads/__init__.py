@@ -1,0 +1,1 @@
+"""Downloads: winning kernels as an installable Python package (one builder for API and pages)."""

@@ -1,0 +1,246 @@
+"""Winning kernels as a zip that is an installable Python package (the API and the pages use this).
+
+    <root>/pyproject.toml, README.md, manifest.json (the API's provenance manifest)
+    <root>/<pkg>/__init__.py      registers torch.ops.<pkg>.<op> on import
+    <root>/<pkg>/dispatch.py      exact-shape table -> kernel, else fallbacks.py (PyTorch)
+    <root>/<pkg>/kernels/*.py     the candidate sources exactly as the harness evaluated them
+    <root>/<pkg>/dispatch.json, benchmark.json, provenance.json
+    <root>/<pkg>/tests/           each kernel vs PyTorch at small shapes; the dispatch choices
+
+Test cases are computed here from kernels/ (each op's correctness sweep, kept small), so the
+package itself needs only torch and triton.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+import zipfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import torch
+from django.utils.text import slugify
+
+import kernels
+from webapp.api.archive import kernel_module, manifest
+from webapp.api.selectors import Winner
+from webapp.jobs.models import Job, Problem
+
+TEMPLATE_DIR = Path(__file__).resolve().parent / "template"
+MAX_TEST_ELEMENTS = 1 << 15  # per input: small enough for Triton's CPU interpreter
+MAX_TEST_CASES = 4  # per kernel
+
+
+@dataclass(frozen=True)
+class Package:
+    filename: str
+    data: bytes
+    name: str  # the import name
+
+
+def package_name(title: str) -> str:
+    base = re.sub(r"[^a-z0-9_]", "_", slugify(title).replace("-", "_")) or "kernels"
+    return f"kf_{base}"[:60].rstrip("_")
+
+
+def op_name(problem: Problem) -> str:
+    """The registered op's name: op plus layout, e.g. matmul_nt_bias_gelu."""
+    layout = re.sub(r"[^a-z0-9]+", "_", problem.layout.lower()).strip("_")
+    return f"{problem.op}_{layout}" if layout else problem.op
+
+
+def _torch_dtype(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _test_cases(problem: Problem, module: str) -> list[dict[str, Any]]:
+    spec = kernels.Problem.from_dict(problem.to_dict())
+    op = kernels.get_op(spec.op)
+    cases = []
+    for small in op.sweep(spec):
+        if small == spec:
+            continue
+        inputs = op.make_inputs(small, seed=0, device="cpu")
+        if any(t.numel() > MAX_TEST_ELEMENTS for t in inputs):
+            continue
+        out = op.output_spec(small)
+        tol = op.tolerance(small)
+        described = []
+        for t in inputs:
+            entry: dict[str, Any] = {"shape": list(t.shape), "dtype": _torch_dtype(t.dtype)}
+            if t.is_floating_point():
+                std = float(t.float().std()) if t.numel() > 1 else 1.0
+                entry["scale"] = round(std if math.isfinite(std) and std > 0 else 1.0, 4)
+                entry["shift"] = round(float(t.float().mean()), 4)
+            else:
+                entry["high"] = int(t.max()) + 1
+            described.append(entry)
+        cases.append(
+            {
+                "id": f"{module}-{'x'.join(map(str, small.shape))}",
+                "module": module,
+                "name": op_name(problem),
+                "op": spec.op,
+                "layout": spec.layout,
+                "dtype": _torch_dtype(spec.torch_dtype),
+                "inputs": described,
+                "out_shape": list(out.shape),
+                "out_dtype": _torch_dtype(out.dtype),
+                "rtol": tol.rtol,
+                "atol": tol.atol,
+            }
+        )
+        if len(cases) >= MAX_TEST_CASES:
+            break
+    return cases
+
+
+def _entry(winner: Winner, module: str) -> dict[str, Any]:
+    problem = winner.task.problem
+    spec = kernels.Problem.from_dict(problem.to_dict())
+    op = kernels.get_op(spec.op)
+    out = op.output_spec(spec)
+    return {
+        "name": op_name(problem),
+        "module": module,
+        "problem": problem.key,
+        "input_shapes": [list(s) for s in op.input_shapes(spec)],
+        "torch_dtype": _torch_dtype(spec.torch_dtype),
+        "out_shape": list(out.shape),
+        "out_dtype": _torch_dtype(out.dtype),
+        "speedup": winner.iteration.speedup,
+    }
+
+
+def _benchmark(winners: list[Winner]) -> dict[str, Any]:
+    results = []
+    for w in winners:
+        evaluation = w.iteration.evaluation or {}
+        results.append(
+            {
+                "problem": w.task.problem.key,
+                "speedup": w.iteration.speedup,
+                "interpreter": w.interpreter,
+                "timings": evaluation.get("timings"),
+                "tflops": evaluation.get("tflops"),
+                "gbps": evaluation.get("gbps"),
+                "pct_of_roof": evaluation.get("pct_of_roof"),
+                "device": evaluation.get("device"),
+            }
+        )
+    return {"results": results}
+
+
+def _provenance(job: Job, winners: list[Winner], job_url: str) -> dict[str, Any]:
+    devices = []
+    for w in winners:
+        device = (w.iteration.evaluation or {}).get("device") or {}
+        devices.append(
+            {
+                "problem": w.task.problem.key,
+                "gpu": device.get("name"),
+                "kind": device.get("kind"),
+                "driver": device.get("driver"),
+                "cuda": device.get("cuda"),
+                "torch": device.get("torch"),
+                "triton": device.get("triton"),
+                "measured_at": w.iteration.created_at.isoformat(),
+                "iteration_seq": w.iteration.seq,
+                "candidate_id": w.iteration.candidate_id,
+            }
+        )
+    return {
+        "generated_at": datetime.now(UTC).isoformat(),
+        "job": {"id": str(job.id), "title": job.title, "team": job.team.slug, "url": job_url},
+        "kernels": devices,
+    }
+
+
+def _pyproject(name: str, job: Job) -> str:
+    return (
+        "[build-system]\n"
+        'requires = ["setuptools>=61"]\n'
+        'build-backend = "setuptools.build_meta"\n\n'
+        "[project]\n"
+        f'name = "{name.replace("_", "-")}"\n'
+        'version = "1.0.0"\n'
+        f'description = "Kernels found by KernelForge for job {job.id}"\n'
+        'requires-python = ">=3.10"\n'
+        'dependencies = ["torch", "triton"]\n\n'
+        "[tool.setuptools]\n"
+        f'packages = ["{name}", "{name}.kernels", "{name}.tests"]\n\n'
+        "[tool.setuptools.package-data]\n"
+        '"*" = ["*.json"]\n'
+    )
+
+
+def _readme(name: str, job: Job, job_url: str, entries: list[dict], missing: list[str]) -> str:
+    lines = [
+        f"# {name}",
+        "",
+        f"Kernels found by KernelForge for “{job.title}” ({job_url}).",
+        "",
+        "    pip install <this zip>",
+        f"    python -c 'import {name}, torch; print(torch.ops.{name})'",
+        f"    TRITON_INTERPRET=1 python -m pytest --pyargs {name}   # without a GPU",
+        "",
+        "| op | problem | speedup |",
+        "|---|---|---|",
+        *[f"| {e['name']} | {e['problem']} | {e['speedup']:.2f}x |" for e in entries],
+    ]
+    if missing:
+        lines += ["", "No kernel won for: " + ", ".join(missing) + " (PyTorch serves them)."]
+    return "\n".join(lines) + "\n"
+
+
+def build_package(
+    *, job: Job, winners: list[Winner], problems: list[Problem], job_url: str = ""
+) -> Package:
+    """The zip for these winners (all of a job's, or one problem's)."""
+    name = package_name(job.title)
+    root = name.replace("_", "-")
+    entries, cases, ops = [], [], {}
+    modules: dict[str, str] = {}
+    for winner in winners:
+        module = kernel_module(winner.task.problem)
+        modules[module] = winner.iteration.source
+        entries.append(_entry(winner, module))
+        cases += _test_cases(winner.task.problem, module)
+        p = winner.task.problem
+        ops[op_name(p)] = {"op": p.op, "layout": p.layout}
+    won = {w.task.problem_id for w in winners}
+    missing = [p.key for p in problems if p.id not in won]
+    for p in problems:  # problems with no winner still get their op registered (PyTorch only)
+        ops.setdefault(op_name(p), {"op": p.op, "layout": p.layout})
+    table = {"ops": ops, "entries": entries, "fallback_for": missing}
+    templates = {t.name.removesuffix(".tmpl"): t.read_text() for t in TEMPLATE_DIR.glob("*.tmpl")}
+
+    def fill(text: str) -> str:
+        return text.replace("__PKG__", name).replace("__TITLE__", job.title.replace('"', "'"))
+
+    files = {
+        "pyproject.toml": _pyproject(name, job),
+        "README.md": _readme(name, job, job_url, entries, missing),
+        "manifest.json": json.dumps(manifest(job, winners, problems), indent=2, sort_keys=True),
+        f"{name}/__init__.py": fill(templates["__init__.py"]),
+        f"{name}/dispatch.py": fill(templates["dispatch.py"]),
+        f"{name}/fallbacks.py": templates["fallbacks.py"],
+        f"{name}/dispatch.json": json.dumps(table, indent=2),
+        f"{name}/benchmark.json": json.dumps(_benchmark(winners), indent=2),
+        f"{name}/provenance.json": json.dumps(_provenance(job, winners, job_url), indent=2),
+        f"{name}/kernels/__init__.py": "",
+        f"{name}/tests/__init__.py": "",
+        f"{name}/tests/test_kernels.py": templates["test_kernels.py"],
+        f"{name}/tests/cases.json": json.dumps(cases, indent=2),
+    }
+    files.update({f"{name}/kernels/{m}.py": src for m, src in modules.items()})
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path, text in files.items():
+            archive.writestr(f"{root}/{path}", text)
+    return Package(filename=f"{root}.zip", data=buffer.getvalue(), name=name)
