@@ -156,8 +156,8 @@ def test_it_uses_op_self_times_on_a_cpu_profile():
     assert groups[0].label == "matmul/128x128x64/bf16/NT" and groups[0].time_us == 50.0
 
 
-GPU_TRACE = FIXTURES / "llama_block_h100_trace.json.gz"
-GPU_MODULES = FIXTURES / "llama_block_h100_modules.json"
+GPU_TRACE = FIXTURES / "llama_block_h200_trace.json.gz"
+GPU_MODULES = FIXTURES / "llama_block_h200_modules.json"
 
 
 @pytest.mark.skipif(not GPU_TRACE.exists(), reason="GPU trace fixture not recorded")
