@@ -88,7 +88,7 @@ class TimingStats:
     mean_us: float
     min_us: float
     samples: int
-    rel_stderr: float  # stopping rule statistic: stderr / mean
+    rel_stderr: float  # stopping rule statistic: stderr / mean (harness: of the median, from IQR)
 
 
 @dataclass

@@ -155,6 +155,19 @@ KF_HEARTBEAT_STALE_S = envfloat("KF_HEARTBEAT_STALE_S", 120.0)
 KF_WATCHDOG_INTERVAL_S = envfloat("KF_WATCHDOG_INTERVAL_S", 60.0)
 KF_TASK_MAX_ATTEMPTS = envint("KF_TASK_MAX_ATTEMPTS", 3)
 # The stand-in agent (agents/standin.py) until the real graph is switched in.
+# Which agent runs tasks: "graph" (agents.optimize) or "standin" (fast, for tests).
+KF_AGENT = envstr("KF_AGENT", "graph")
+if KF_AGENT not in ("graph", "standin"):
+    raise ValueError("KF_AGENT must be 'graph' or 'standin'")
+# LangGraph checkpoints live in the project database; on SQLite a sibling file keeps the
+# checkpointer's frequent writes from contending with Django's for the one write lock.
+_db = DATABASES["default"]
+KF_CHECKPOINT_URL = envstr(
+    "KF_CHECKPOINT_URL",
+    f"sqlite:///{VAR_DIR / 'checkpoints.sqlite3'}"
+    if _db["ENGINE"] == "django.db.backends.sqlite3"
+    else envstr("DATABASE_URL", ""),
+)
 KF_STANDIN_ITERATIONS = envint("KF_STANDIN_ITERATIONS", 12)
 KF_STANDIN_PAUSE_S = envfloat("KF_STANDIN_PAUSE_S", 1.0)
 

@@ -10,6 +10,7 @@ import os
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/kernelforge")
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 os.environ.setdefault("KF_CHANNELS_PREFIX", "kf-test")
+os.environ.setdefault("KF_AGENT", "standin")  # tests that need the real graph say so
 os.environ.setdefault("KF_STANDIN_ITERATIONS", "4")
 os.environ.setdefault("KF_STANDIN_PAUSE_S", "0.05")
 

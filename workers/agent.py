@@ -1,10 +1,13 @@
-"""The one place the worker chooses which agent runs a task.
+"""The one place the worker chooses which agent runs a task, and with what budget.
 
-Today that is the stand-in (agents/standin.py); switching to the real graph means changing
-only `run_agent`.
+KF_AGENT=graph (the default) runs the real LangGraph optimizer (agents.optimize) with the
+offline planner, or the LLM one when KF_PLANNER/KF_CODER say so; KF_AGENT=standin runs the
+stand-in, which the fast worker tests use because it needs no harness.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from django.conf import settings
 
@@ -13,11 +16,35 @@ from agents.standin import run_standin
 from kernels.problem import Problem
 
 
-def run_agent(problem: Problem, reporter: Reporter, *, resume_from: int) -> None:
-    run_standin(
+def run_agent(problem: Problem, reporter: Reporter, *, task_id: int, resume_from: int) -> None:
+    if settings.KF_AGENT == "standin":
+        run_standin(
+            problem,
+            reporter,
+            iterations=settings.KF_STANDIN_ITERATIONS,
+            pause_s=settings.KF_STANDIN_PAUSE_S,
+            resume_from=resume_from,
+        )
+        return
+
+    from agents import optimize
+    from agents.config import OptimizeConfig
+    from webapp.api.selectors import task_gpu_budget_s
+
+    config = OptimizeConfig.from_env()
+    budget_s = task_gpu_budget_s(
+        task_id=task_id, default_minutes=settings.KF_JOB_DEFAULT_GPU_MINUTES
+    )
+    # GPU seconds are the job's currency; wall time gets the same cap so a slow CPU worker
+    # (Triton's interpreter) also ends, with whatever verified best it found.
+    config = config.with_(
+        budget=dataclasses.replace(config.budget, gpu_s=budget_s, wall_s=budget_s)
+    )
+    # The thread id is the task, so a re-run after a lost worker resumes from the checkpoint.
+    optimize(
         problem,
+        config,
         reporter,
-        iterations=settings.KF_STANDIN_ITERATIONS,
-        pause_s=settings.KF_STANDIN_PAUSE_S,
-        resume_from=resume_from,
+        thread_id=f"task-{task_id}",
+        checkpointer_url=settings.KF_CHECKPOINT_URL,
     )

@@ -34,7 +34,12 @@ def run_task(self, task_id: int) -> str:  # noqa: ANN001 (celery's bound task)
     reporter = DjangoReporter(task_id=claim.task_id, attempt=claim.attempt)
     with Heartbeat(task_id=claim.task_id, attempt=claim.attempt, every_s=settings.KF_HEARTBEAT_S):
         try:
-            run_agent(Problem.from_dict(claim.problem), reporter, resume_from=claim.resume_from)
+            run_agent(
+                Problem.from_dict(claim.problem),
+                reporter,
+                task_id=claim.task_id,
+                resume_from=claim.resume_from,
+            )
         except SoftTimeLimitExceeded:
             reporter.failed(error="time limit reached")
             return "failed"

@@ -16,7 +16,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q, QuerySet
 
 from webapp.accounts.models import Membership, Team
-from webapp.api.models import ApiToken
+from webapp.api.models import ApiToken, JobBudget
 from webapp.jobs import selectors as job_selectors
 from webapp.jobs.models import Iteration, Job, Task
 
@@ -203,3 +203,16 @@ def leaderboard(
             )
         )
     return result
+
+
+def task_gpu_budget_s(*, task_id: int, default_minutes: int) -> float:
+    """A task's share of its job's GPU budget: the job's minutes split evenly over its tasks.
+
+    Jobs submitted without a budget (the web form today) get the default per job.
+    """
+    task = Task.objects.select_related("job").get(id=task_id)
+    minutes = (
+        JobBudget.objects.filter(job_id=task.job_id).values_list("gpu_minutes", flat=True).first()
+    )
+    n_tasks = Task.objects.filter(job_id=task.job_id).count() or 1
+    return (minutes if minutes is not None else default_minutes) * 60.0 / n_tasks

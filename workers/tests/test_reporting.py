@@ -59,7 +59,7 @@ def test_it_stops_a_running_task_when_the_job_is_cancelled(job, alice):
 def test_it_marks_the_task_failed_when_the_agent_raises(job, settings, monkeypatch):
     import workers.agent
 
-    def broken(problem, reporter, *, resume_from):
+    def broken(problem, reporter, *, task_id, resume_from):
         raise RuntimeError("planner exploded")
 
     monkeypatch.setattr(workers.agent, "run_agent", broken)

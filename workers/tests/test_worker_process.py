@@ -87,3 +87,40 @@ def test_it_reruns_a_task_after_its_worker_is_killed_without_duplicating_iterati
     assert {attempt for index, _, attempt in rows if index >= saved_before} == {2}
     time.sleep(0.5)
     assert Iteration.objects.filter(task=task).count() == steps
+
+
+def test_it_runs_the_real_agent_graph_through_the_harness_on_a_real_worker(
+    start_worker, alice, team, tmp_path
+):
+    """The product path with nothing stood in: worker -> agents.optimize -> harness sandbox.
+
+    On this CPU-only machine the harness runs candidates under Triton's interpreter, so the
+    evaluations are real (compiled, checked, timed) but labelled as interpreter results.
+    """
+    import kernels
+
+    start_worker(
+        env={
+            "KF_AGENT": "graph",
+            "KF_CHECKPOINT_URL": f"sqlite:///{tmp_path / 'checkpoints.sqlite3'}",
+            "KF_JOB_DEFAULT_GPU_MINUTES": "1",  # one task: a 60 s cap on harness and wall time
+        }
+    )
+    job = services.job_create_from_shapes(
+        user=alice,
+        team=team,
+        title="graph",
+        problems=[kernels.parse_problem("rmsnorm", "8x256", "fp32")],
+        queue="cpu",
+    )
+    wait_until(lambda: job_status(job) == Job.Status.DONE, timeout_s=240, what="the graph's job")
+    rows = list(Iteration.objects.filter(job=job).order_by("seq"))
+    assert [r.seq for r in rows] == list(range(1, len(rows) + 1))
+    assert rows[0].verdict == Iteration.Verdict.BASELINE
+    baseline = rows[0].evaluation
+    assert baseline["verdict"] == "passed"
+    assert baseline["timings"]["regime"] == "interpreter"
+    assert "run(" in rows[0].source and "@triton.jit" in rows[0].source
+    assert len({r.index for r in rows}) == len(rows)
+    task = Task.objects.get(job=job)
+    assert task.status == Task.Status.DONE and task.stop_reason

@@ -44,15 +44,11 @@ class SwigluOp(Op):
 
     def adversarial_inputs(self, problem, *, seed, device):
         x, wg, wu, wd = self.make_inputs(problem, seed=seed, device=device)
-        # Strongly negative gates: silu saturates to ~0 and the output is mostly cancellation.
-        return {
-            "negative_gates": (
-                x,
-                (wg.float() * 3 - 2 * problem.shape[1] ** -0.5).to(wg.dtype),
-                wu,
-                wd,
-            )
-        }
+        d = problem.shape[1]
+        # Gates spread wide and shifted negative, so silu runs from saturated-off to linear;
+        # w_down shrinks by the same factor so the output stays ~unit scale (the tolerance's).
+        gates = (wg.float() * 3 - 2 * d**-0.5).to(wg.dtype)
+        return {"wide_gates": (x, gates, wu, (wd.float() / 3).to(wd.dtype))}
 
     def reference(self, problem, x, w_gate, w_up, w_down):
         x = x.double()

@@ -29,6 +29,16 @@ constexpr int FRAGS_N = WARP_N / 16;
 constexpr int THREADS = 32 * WARPS_M * WARPS_N;
 constexpr int PAD = 8;  // keeps rows 16-byte aligned and breaks shared-memory bank conflicts
 
+// torch builds extensions with __CUDA_NO_BFLOAT16_CONVERSIONS__ (and the half equivalent),
+// so conversions are spelled out.
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+template <typename T> __device__ __forceinline__ T from_float(float x);
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16(x);
+}
+template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half(x); }
+
 __device__ __forceinline__ float activate(float x) {
 #if ACTIVATION == 1
   return fmaxf(x, 0.0f);
@@ -61,11 +71,11 @@ __global__ void __launch_bounds__(THREADS) matmul_wmma_kernel(
   for (int k0 = 0; k0 < K; k0 += BLOCK_K) {
     for (int e = threadIdx.x; e < BLOCK_M * BLOCK_K; e += THREADS) {
       int r = e / BLOCK_K, kk = e % BLOCK_K, gm = m0 + r, gk = k0 + kk;
-      a_tile[r][kk] = (gm < M && gk < K) ? a[gm * sam + gk * sak] : ELEM(0.0f);
+      a_tile[r][kk] = (gm < M && gk < K) ? a[gm * sam + gk * sak] : from_float<ELEM>(0.0f);
     }
     for (int e = threadIdx.x; e < BLOCK_K * BLOCK_N; e += THREADS) {
       int kk = e / BLOCK_N, cn = e % BLOCK_N, gk = k0 + kk, gn = n0 + cn;
-      b_tile[kk][cn] = (gk < K && gn < N) ? b[gk * sbk + gn * sbn] : ELEM(0.0f);
+      b_tile[kk][cn] = (gk < K && gn < N) ? b[gk * sbk + gn * sbn] : from_float<ELEM>(0.0f);
     }
     __syncthreads();
     for (int kk = 0; kk < BLOCK_K; kk += 16) {
@@ -93,9 +103,9 @@ __global__ void __launch_bounds__(THREADS) matmul_wmma_kernel(
         if (gm < M && gn < N) {
           float v = stage[e];
 #if HAS_BIAS
-          v += float(bias[gn]);
+          v += to_float(bias[gn]);
 #endif
-          c[gm * scm + gn] = ELEM(activate(v));
+          c[gm * scm + gn] = from_float<ELEM>(activate(v));
         }
       }
       __syncwarp();

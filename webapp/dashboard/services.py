@@ -1,0 +1,81 @@
+"""Writes of the dashboard: keeping the leaderboard rows (models.BoardEntry) current.
+
+Eligibility is webapp.api.selectors' rule (kept, timed, not implausible, on a real device,
+never the CPU interpreter), applied to one iteration at a time.
+"""
+
+from __future__ import annotations
+
+from django.db import IntegrityError, transaction
+
+from webapp.api.selectors import is_interpreter_result, ranked_iterations
+from webapp.dashboard.models import BoardEntry
+from webapp.jobs.models import Iteration, Job
+
+
+def board_eligible(iteration: Iteration) -> bool:
+    evaluation = iteration.evaluation or {}
+    device = evaluation.get("device") or {}
+    return (
+        iteration.verdict == Iteration.Verdict.KEPT
+        and iteration.speedup is not None
+        and not evaluation.get("implausible")
+        and bool(device.get("kind"))
+        and not is_interpreter_result(evaluation)
+    )
+
+
+def board_offer(*, iteration: Iteration) -> bool:
+    """Make this iteration its team's entry if it beats the current one (ties keep the older)."""
+    if not board_eligible(iteration):
+        return False
+    problem = iteration.task.problem
+    fields = {
+        "problem_key": problem.key,
+        "device": str(iteration.evaluation["device"].get("name", "")),
+        "team_id": iteration.job.team_id,
+    }
+    with transaction.atomic():
+        current = BoardEntry.objects.select_for_update().filter(**fields).first()
+        if current is None:
+            try:
+                with transaction.atomic():
+                    BoardEntry.objects.create(
+                        **fields, op=problem.op, dtype=problem.dtype,
+                        iteration=iteration, speedup=iteration.speedup,
+                    )  # fmt: skip
+                return True
+            except IntegrityError:  # another writer created it first: compare with theirs
+                current = BoardEntry.objects.select_for_update().get(**fields)
+        if iteration.speedup <= current.speedup:
+            return False
+        current.iteration, current.speedup = iteration, iteration.speedup
+        current.save(update_fields=["iteration", "speedup", "updated_at"])
+        return True
+
+
+def board_rebuild() -> int:
+    """Recompute every entry from the iterations (after deletions, or for old data)."""
+    rows = (
+        ranked_iterations(jobs=Job.objects.all())
+        .select_related("task__problem", "job")
+        .defer("source", "profile", "params")
+        .order_by("-speedup", "seq")
+    )
+    best: dict[tuple[str, str, int], Iteration] = {}
+    for it in rows.iterator(chunk_size=2000):
+        key = (it.task.problem.key, str(it.evaluation["device"].get("name", "")), it.job.team_id)
+        best.setdefault(key, it)
+    with transaction.atomic():
+        BoardEntry.objects.all().delete()
+        BoardEntry.objects.bulk_create(
+            [
+                BoardEntry(
+                    problem_key=key, device=device, team_id=team_id, op=it.task.problem.op,
+                    dtype=it.task.problem.dtype, iteration=it, speedup=it.speedup,
+                )  # fmt: skip
+                for (key, device, team_id), it in best.items()
+            ],
+            batch_size=1000,
+        )
+    return len(best)
