@@ -135,6 +135,10 @@ def seed(rng: random.Random) -> dict:
                 created_at=now - timedelta(seconds=30 * (BIG_JOB_ITERATIONS - seq))))  # fmt: skip
     Iteration.objects.bulk_create(rows, batch_size=500)
     Job.objects.filter(id=big.id).update(last_seq=seq)
+    from webapp.dashboard.services import board_rebuild
+
+    # bulk_create skips the post_save receiver that keeps the board current; rebuild it once.
+    board_rebuild()
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     return {"user": alice, "big": big, "teams": teams}

@@ -99,23 +99,6 @@ def search(
     return ok[:top] + [t for t in tried if t not in ok[:top]]
 
 
-def quick_time(fn) -> float:
-    """A short run of the harness protocol (so host launch overhead counts, as it will)."""
-    from harness.results import Regime
-    from harness.timing import time_interleaved
-
-    samples = time_interleaved(
-        {"c": fn},
-        regime=Regime.OFFLINE,
-        min_samples=10,
-        max_samples=30,
-        target_rel_err=0.02,
-        warmup_calls=3,
-        max_seconds=1.0,
-    )
-    return samples["c"].stats().median_us
-
-
 def host_overhead_us(fn, calls: int = 50) -> float:
     """Host time per call with the GPU left to run behind (no sync inside the loop)."""
     fn()

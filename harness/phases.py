@@ -138,9 +138,26 @@ def oracle_check(job: dict) -> dict:
             note("output_poison")
             if c.unwritten:
                 fail("output_poison", f"{case.name}: {c.detail}")
+            # The vendor library on the same inputs sets a floor on what "right" means: cuBLAS
+            # fp16 (reduced-precision split-K) misses the op's tolerance on some adversarial
+            # cases, and a candidate as accurate as cuBLAS must not fail there.
+            base_err = 0.0
+            if case.exact_limit is None:
+                base = torch.empty(spec.shape, dtype=spec.dtype, device=device)
+                op.baseline(problem, *[t.to(device) for t in case.inputs], out=base)
+                base_err = closeness(base.cpu(), ref, tol).worst
+                if base_err > 1.0 and base_err != float("inf"):
+                    findings.append(
+                        {
+                            "check": "vendor_exceeds_tolerance",
+                            "severity": "warn",
+                            "detail": f"{case.name}: the vendor library itself is {base_err:.3g}x the tolerance",
+                        }
+                    )
+            limit = max(1.0, 1.5 * base_err) if base_err != float("inf") else 1.0
             note(case.stage, c.worst)
-            if not c.ok:
-                fail(case.stage, f"{case.name}: {c.detail}", c.worst)
+            if c.unwritten or c.worst > limit:
+                fail(case.stage, f"{case.name}: {c.detail or f'error {c.worst:.3g}x tolerance'}", c.worst)
             if case.exact_limit is not None:
                 bad, total = exact_mismatches(out, ref, case.exact_limit)
                 if bad:
@@ -149,10 +166,7 @@ def oracle_check(job: dict) -> dict:
                         f"{case.name}: {bad} of {total} exactly representable entries differ",
                     )
             # Deviation bound from the vendor baseline on the same inputs (precision lowering).
-            if c.ok and case.exact_limit is None:
-                base = torch.empty(spec.shape, dtype=spec.dtype, device=device)
-                op.baseline(problem, *[t.to(device) for t in case.inputs], out=base)
-                base_err = closeness(base.cpu(), ref, tol).worst
+            if c.worst <= limit and case.exact_limit is None:
                 bound = max(factor * base_err, 0.1)
                 note("baseline_deviation", c.worst / bound if bound else 0.0)
                 if c.worst > bound:

@@ -88,7 +88,7 @@ def test_it_reads_torch_matmul_against_itself_as_one_within_noise():
 
 
 def test_it_catches_a_side_stream_gemm():
-    problem = kernels.parse_problem(*BIG, "fp16", "NN")
+    problem = kernels.parse_problem(*BIG, "bf16", "NN")
     ev = run_fixture("exploit_side_stream", problem)
     _record("exploit_side_stream_4096_fp16", _timing_summary(ev))
     assert ev.verdict is Verdict.CHEAT

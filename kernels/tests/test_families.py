@@ -1,6 +1,8 @@
 """Every family renders valid, deterministic candidates that are correct in the interpreter."""
 
 import random
+import shutil
+import subprocess
 
 import pytest
 
@@ -89,3 +91,42 @@ def test_a_broken_candidate_is_caught():
     assert check_source(op, problem, source)
     out = run_candidate(op, problem, source, op.make_inputs(problem, seed=0, device="cpu"))
     assert out.isfinite().all()
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (no GPU needed)")
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_the_cuda_starter_device_code_compiles(dtype, tmp_path):
+    """nvcc accepts the WMMA kernel with torch's extension flags (no GPU, no torch headers)."""
+    op = all_ops()["matmul"]
+    family = next(f for f in op.families() if f.backend == "cuda")
+    problem = Problem("matmul", (127, 96, 200), dtype, "NT+bias+gelu")
+    source = family.render(problem, family.default(problem))
+    cuda = source.split('CUDA_SOURCE = r"""')[1].split('"""')[0]
+    device_only = cuda[: cuda.index("void matmul(")]
+    for header in ("#include <torch/extension.h>", "#include <ATen/cuda/CUDAContext.h>"):
+        device_only = device_only.replace(header, "")
+    path = tmp_path / "wmma.cu"
+    path.write_text(device_only)
+    elem = "__nv_bfloat16" if dtype == "bf16" else "__half"
+    flags = [
+        "-std=c++17",
+        "-D__CUDA_NO_HALF_OPERATORS__",
+        "-D__CUDA_NO_HALF_CONVERSIONS__",
+        "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+        "-gencode=arch=compute_90a,code=sm_90a",
+        f"-DELEM={elem}",
+        "-DBLOCK_M=128",
+        "-DBLOCK_N=128",
+        "-DBLOCK_K=32",
+        "-DWARPS_M=2",
+        "-DWARPS_N=4",
+        "-DHAS_BIAS=1",
+        "-DACTIVATION=3",
+    ]
+    result = subprocess.run(
+        ["nvcc", *flags, "-c", str(path), "-o", str(tmp_path / "wmma.o")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]

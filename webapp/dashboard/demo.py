@@ -295,3 +295,44 @@ def _spread_in_time(job: Job, spread_s: float) -> None:
         Iteration.objects.filter(id=row_id).update(
             created_at=start + timedelta(seconds=spread_s * seq)
         )
+
+
+def stream_job(*, user: Any, team: Team, steps: int, rate: float, wait_s: float,
+               announce: Any = None) -> Job:  # fmt: skip
+    """A running job whose single task records `steps` iterations at `rate` per second."""
+    import time
+
+    problem = kernels.parse_problem("softmax", "1024x8192", "fp32")
+    with transaction.atomic():
+        job = services.job_create_from_shapes(
+            user=user, team=team, title=f"Live stream at {rate:g}/s", problems=[problem],
+            queue="gpu.h100",
+        )  # fmt: skip
+        task = job.tasks.get()
+        claim = services.task_claim(task_id=task.id, worker="demo-stream@h100")
+    assert claim is not None
+    if announce:
+        announce(job)
+    time.sleep(wait_s)
+    rng = random.Random(3)
+    best = 1.0
+    start = time.monotonic()
+    for index in range(steps):
+        verdict, hypothesis, _ = PLAN[index % len(PLAN)] if index else PLAN[0]
+        speedup = (
+            round(rng.uniform(0.7, 1.6), 3) if verdict in ("baseline", "kept", "reverted") else None
+        )
+        if verdict == "kept" and speedup:
+            best = max(best, speedup)
+        services.iteration_record(
+            task_id=claim.task_id, attempt=claim.attempt,
+            data=services.IterationData(
+                index=index, verdict=verdict, parent=None if index == 0 else 0,
+                hypothesis=f"{hypothesis} (step {index})", speedup=speedup, best_speedup=best,
+                elapsed_s=time.monotonic() - start, gpu_s=0.5, llm_cost_usd=0.001,
+            ),
+        )  # fmt: skip
+        # Pace by the clock, not by sleeping a fixed time after each (slow) write.
+        time.sleep(max(0.0, start + (index + 1) / rate - time.monotonic()))
+    services.task_finish(task_id=claim.task_id, attempt=claim.attempt, stop_reason="stream done")
+    return job

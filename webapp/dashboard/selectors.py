@@ -16,7 +16,6 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.paginator import Page, Paginator
 from django.db.models import (
     Count,
-    F,
     FloatField,
     IntegerField,
     Max,
@@ -25,13 +24,12 @@ from django.db.models import (
     Subquery,
     Sum,
     Value,
-    Window,
 )
-from django.db.models.fields.json import KT
-from django.db.models.functions import Coalesce, RowNumber
+from django.db.models.functions import Coalesce
 
 from webapp.accounts.models import Team
-from webapp.api.selectors import is_interpreter_result, ranked_iterations
+from webapp.api.selectors import is_interpreter_result
+from webapp.dashboard.models import BoardEntry
 from webapp.jobs.models import Iteration, Job, Problem, Task
 from webapp.jobs.selectors import jobs_visible_to
 
@@ -348,7 +346,7 @@ def iteration_view(*, iteration: Iteration, parent: Iteration | None) -> Iterati
 
 
 @dataclass(frozen=True)
-class BoardEntry:
+class BoardRow:
     rank: int
     team_slug: str
     team_name: str
@@ -371,7 +369,7 @@ class BoardGroup:
     dtype: str
     layout: str
     device: str
-    entries: list[BoardEntry]
+    entries: list[BoardRow]
 
 
 @dataclass(frozen=True)
@@ -381,29 +379,16 @@ class BoardFilters:
     device: str = ""
 
 
-def _best_per_team(jobs: QuerySet[Job], filters: BoardFilters) -> QuerySet[Iteration]:
-    """One row per (problem key, GPU, team): the team's best verified speedup there."""
-    rows = ranked_iterations(jobs=jobs)
+def _best_per_team(jobs: QuerySet[Job], filters: BoardFilters) -> QuerySet[BoardEntry]:
+    """One row per (problem key, GPU, team) among the teams of `jobs`: the team's best there."""
+    rows = BoardEntry.objects.filter(team__in=jobs.values("team_id"))
     if filters.op:
-        rows = rows.filter(task__problem__op=filters.op)
+        rows = rows.filter(op=filters.op)
     if filters.dtype:
-        rows = rows.filter(task__problem__dtype=filters.dtype)
+        rows = rows.filter(dtype=filters.dtype)
     if filters.device:
-        rows = rows.filter(evaluation__device__name=filters.device)
-    return rows.annotate(
-        problem_key=F("task__problem__key"),
-        device_name=KT("evaluation__device__name"),
-        team_id=F("job__team_id"),
-        team_rank=Window(
-            RowNumber(),
-            partition_by=[
-                F("task__problem__key"),
-                KT("evaluation__device__name"),
-                F("job__team_id"),
-            ],
-            order_by=[F("speedup").desc(), F("seq").asc()],
-        ),
-    ).filter(team_rank=1)
+        rows = rows.filter(device=filters.device)
+    return rows
 
 
 def _groups_from(rows: list[tuple], wanted: set[tuple[str, str]] | None) -> dict:
@@ -427,12 +412,13 @@ def leaderboard_page(
 ) -> tuple[Page, list[BoardGroup], list[str]]:
     """Problems (op, shape, dtype, layout) x GPU, a page at a time, each with its teams ranked.
 
-    Three queries: the best row per team (narrow columns), then the displayed rows in full.
+    Two queries: every (problem, GPU, team) entry of the board (narrow columns, a few per
+    problem), then the displayed iterations in full.
     With `team_slug`, only groups that team leads (its wins).
     """
     best = list(
         _best_per_team(jobs, filters).values_list(
-            "id", "problem_key", "device_name", "speedup", "seq", "job__team__slug"
+            "iteration_id", "problem_key", "device", "speedup", "iteration__seq", "team__slug"
         )
     )
     groups = _groups_from(best, None)
@@ -457,7 +443,7 @@ def leaderboard_page(
             evaluation = it.evaluation or {}
             timings = evaluation.get("timings") or {}
             entries.append(
-                BoardEntry(
+                BoardRow(
                     rank=rank,
                     team_slug=it.job.team.slug,
                     team_name=it.job.team.name,

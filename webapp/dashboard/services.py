@@ -71,8 +71,13 @@ def board_rebuild() -> int:
         BoardEntry.objects.bulk_create(
             [
                 BoardEntry(
-                    problem_key=key, device=device, team_id=team_id, op=it.task.problem.op,
-                    dtype=it.task.problem.dtype, iteration=it, speedup=it.speedup,
+                    problem_key=key,
+                    device=device,
+                    team_id=team_id,
+                    op=it.task.problem.op,
+                    dtype=it.task.problem.dtype,
+                    iteration=it,
+                    speedup=it.speedup,
                 )  # fmt: skip
                 for (key, device, team_id), it in best.items()
             ],

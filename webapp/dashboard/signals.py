@@ -6,6 +6,7 @@ dashboard; the row is saved first (the board reads it), in the same transaction.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.db.models.signals import post_save
@@ -13,10 +14,17 @@ from django.dispatch import receiver
 
 from webapp.jobs.models import Iteration
 
+log = logging.getLogger(__name__)
+
 
 @receiver(post_save, sender=Iteration, dispatch_uid="dashboard.board_offer")
 def offer_to_board(sender: type, instance: Iteration, created: bool, **kwargs: Any) -> None:
     if created and instance.verdict == Iteration.Verdict.KEPT:
         from webapp.dashboard.services import board_offer
 
-        board_offer(iteration=instance)
+        # The board is derived data (board_rebuild restores it): it must never cost the worker
+        # its iteration. board_offer runs in a savepoint, so a failure there rolls back alone.
+        try:
+            board_offer(iteration=instance)
+        except Exception:
+            log.exception("leaderboard update failed for iteration %s", instance.pk)

@@ -6,7 +6,7 @@ import uuid
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, QuerySet
+from django.db.models import BooleanField, Count, ExpressionWrapper, Q, QuerySet
 
 from webapp.jobs.models import Iteration, Job, Task
 
@@ -40,6 +40,9 @@ def iterations_after(
     rows = (
         Iteration.objects.filter(job_id=job_id, seq__gt=after_seq)
         .select_related("task__problem")
+        # Events never carry the large fields: reading them made a 1,000-event backfill slow.
+        .defer("source", "evaluation", "params", "profile")
+        .annotate(profile_present=ExpressionWrapper(Q(profile__isnull=False), BooleanField()))
         .order_by("seq")[:limit]
     )
     return [iteration_event(row) for row in rows]
@@ -61,12 +64,17 @@ def iteration_event(it: Iteration) -> dict[str, Any]:
         "speedup": it.speedup,
         "best_speedup": it.best_speedup,
         "elapsed_s": round(it.elapsed_s, 3),
-        "has_profile": it.profile is not None,
+        "has_profile": _has_profile(it),
         # For the dashboard's live chart and budget meters (issue 7).
         "at": it.created_at.isoformat(),
         "gpu_s": it.gpu_s,
         "llm_cost_usd": it.llm_cost_usd,
     }
+
+
+def _has_profile(it: Iteration) -> bool:
+    present = getattr(it, "profile_present", None)  # annotated where the JSON is deferred
+    return it.profile is not None if present is None else present
 
 
 def job_status_event(*, job_id: uuid.UUID | str) -> dict[str, Any]:
