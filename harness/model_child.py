@@ -160,6 +160,13 @@ def profile(job: dict) -> dict:
     for _ in range(int(job.get("warmup", 3))):
         _stage("forward", _forward, model, inputs, device)
     warm_s = time.perf_counter() - t0
+    # Plain forward wall time (no profiler): with the kernel time it says whether the GPU is
+    # the bottleneck at all; a host-bound model gains little from faster kernels.
+    plain = []
+    for _ in range(int(job.get("plain_steps", 5))):
+        s = time.perf_counter()
+        _stage("forward", _forward, model, inputs, device)
+        plain.append((time.perf_counter() - s) * 1e6)
     table = _annotate_modules(model)
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device == "cuda":
@@ -185,6 +192,7 @@ def profile(job: dict) -> dict:
         "torch": torch.__version__,
         "steps": counted,
         "step_wall_us": wall,
+        "forward_wall_us": sorted(plain)[len(plain) // 2] if plain else None,
         "warmup_s": warm_s,
         "modules": table,
         "records": [record_to_dict(r) for r in records],

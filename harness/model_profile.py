@@ -29,12 +29,21 @@ class ModelProfile:
     torch_version: str = ""
     steps: int = 0  # profiled forward calls; group times are per step
     step_wall_us: list[float] = field(default_factory=list)  # host time of each profiled step
+    forward_wall_us: float | None = None  # median wall time of a plain (unprofiled) forward
     total_us: float = 0.0  # sum of kernel (CPU: op self) time per step
     groups: list[ProblemGroup] = field(default_factory=list)  # largest first
     failure: ModelFailure | None = None
     message: str = ""
     isolation: dict = field(default_factory=dict)
     modules: dict = field(default_factory=dict)  # module path -> call info (model_child)
+
+    @property
+    def gpu_busy(self) -> float | None:
+        """Kernel time / plain forward wall time. Well below 1, the model is host-bound (Python,
+        launches): Amdahl over kernel time then overstates what faster kernels give."""
+        if not self.forward_wall_us or self.device != "cuda":
+            return None
+        return self.total_us / self.forward_wall_us
 
     @property
     def label(self) -> str:
@@ -49,6 +58,8 @@ class ModelProfile:
             "label": self.label,
             "steps": self.steps,
             "step_wall_us": self.step_wall_us,
+            "forward_wall_us": self.forward_wall_us,
+            "gpu_busy": self.gpu_busy,
             "total_us": self.total_us,
             "groups": [g.to_dict() for g in self.groups],
             "failure": self.failure.value if self.failure else None,
@@ -106,6 +117,7 @@ def profile_model(
         torch_version=r["torch"],
         steps=r["steps"],
         step_wall_us=r["step_wall_us"],
+        forward_wall_us=r.get("forward_wall_us"),
         total_us=sum(g.time_us for g in groups),
         groups=groups,
         isolation=outcome.isolation,

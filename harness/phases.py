@@ -157,7 +157,11 @@ def oracle_check(job: dict) -> dict:
             limit = max(1.0, 1.5 * base_err) if base_err != float("inf") else 1.0
             note(case.stage, c.worst)
             if c.unwritten or c.worst > limit:
-                fail(case.stage, f"{case.name}: {c.detail or f'error {c.worst:.3g}x tolerance'}", c.worst)
+                fail(
+                    case.stage,
+                    f"{case.name}: {c.detail or f'error {c.worst:.3g}x tolerance'}",
+                    c.worst,
+                )
             if case.exact_limit is not None:
                 bad, total = exact_mismatches(out, ref, case.exact_limit)
                 if bad:

@@ -18,7 +18,7 @@
   ].concat(
     r.points.map((p) => ({
       x: [p.ai], y: [p.tflops], mode: "markers+text", name: p.label, text: [p.label],
-      textposition: "top center", marker: { size: 12, color: colors[p.label] || "#b42318" },
+      textposition: p.label === "parent" ? "bottom center" : "top center", marker: { size: 12, color: colors[p.label] || "#b42318" },
       hovertemplate: p.label + ": %{y:.3g} TFLOP/s at %{x:.3g} FLOP/B<extra></extra>",
     }))
   );
