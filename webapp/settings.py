@@ -118,6 +118,8 @@ KF_TEAM_MAX_ACTIVE_JOBS = envint("KF_TEAM_MAX_ACTIVE_JOBS", 4)
 KF_TEAM_GPU_MINUTES = envint("KF_TEAM_GPU_MINUTES", 6000)  # per rolling window
 KF_TEAM_GPU_WINDOW_DAYS = envint("KF_TEAM_GPU_WINDOW_DAYS", 30)
 KF_JOB_DEFAULT_GPU_MINUTES = envint("KF_JOB_DEFAULT_GPU_MINUTES", 30)
+# What the job page shows LLM spend against (the agent enforces its own caps).
+KF_JOB_LLM_BUDGET_USD = envfloat("KF_JOB_LLM_BUDGET_USD", 5.0)
 KF_API_SSE_POLL_S = envfloat("KF_API_SSE_POLL_S", 1.0)
 
 # --- Redis: broker and channel layer. The test settings use another db and prefix.

@@ -47,6 +47,7 @@ def test_it_profiles_a_good_model_on_the_cpu_and_says_so():
     profile = _profile("tiny_mlp", limits=QUICK)
     assert profile.ok, profile.message
     assert profile.device == "cpu" and "CPU profile" in profile.label
+    assert profile.forward_wall_us > 0 and profile.gpu_busy is None  # no GPU-busy on a CPU
     assert profile.isolation.get("network") and profile.isolation.get("filesystem")
     by_label = {g.label: g for g in profile.groups}
     assert "rmsnorm/32x64/fp32" in by_label

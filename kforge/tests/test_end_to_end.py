@@ -176,9 +176,11 @@ def test_it_waits_while_the_worker_keeps_kernels_then_downloads_them(
     result = kforge(api_server, token, "download", str(job.id), "-o", "out.zip", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     archive = zipfile.ZipFile(io.BytesIO((tmp_path / "out.zip").read_bytes()))
-    manifest = json.loads(archive.read("shapesyaml/manifest.json"))
+    # The download is a pip-installable package (webapp/downloads/builder.py).
+    manifest = json.loads(archive.read("kf-shapesyaml/manifest.json"))
     assert sorted(w["speedup"] for w in manifest["winners"]) == [1.5, 2.5]
-    assert "# winner 0" in archive.read("shapesyaml/rmsnorm-8x64-fp32/kernel.py").decode()
+    kernel = "kf-shapesyaml/kf_shapesyaml/kernels/k_rmsnorm_8x64_fp32.py"
+    assert "# winner 0" in archive.read(kernel).decode()
 
 
 def test_it_exits_non_zero_when_the_job_fails(api_server, token, team, tmp_path):

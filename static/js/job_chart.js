@@ -29,7 +29,7 @@
   Plotly.newPlot(el, traces, {
     margin: { l: 50, r: 10, t: 10, b: 40 },
     xaxis: { type: "date", title: { text: "time" } },
-    yaxis: { title: { text: "speedup vs torch (×)" }, rangemode: "tozero" },
+    yaxis: { title: { text: "× vs torch" }, rangemode: "tozero" },
     legend: { orientation: "h", y: -0.25 },
     hovermode: "closest",
     font: { family: "system-ui, sans-serif", size: 12, color: "#1b1f24" },

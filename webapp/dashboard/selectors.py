@@ -28,6 +28,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from webapp.accounts.models import Team
+from webapp.api.models import JobBudget
 from webapp.api.selectors import is_interpreter_result
 from webapp.dashboard.models import BoardEntry
 from webapp.jobs.models import Iteration, Job, Problem, Task
@@ -130,15 +131,16 @@ class Budget:
 
 
 def job_budget(*, job: Job) -> Budget:
+    """Spent against the job's budget: the API's JobBudget (or the default GPU minutes)."""
     used = Iteration.objects.filter(job=job).aggregate(
         gpu=Sum("gpu_s"), llm=Sum("llm_cost_usd"), n=Count("id")
     )
-    tasks = max(1, Task.objects.filter(job=job).count())
+    minutes = JobBudget.objects.filter(job=job).values_list("gpu_minutes", flat=True).first()
     return Budget(
         gpu_s=used["gpu"] or 0.0,
-        gpu_budget_s=settings.KF_JOB_DEFAULT_GPU_MINUTES * 60.0 * tasks,
+        gpu_budget_s=60.0 * (minutes or settings.KF_JOB_DEFAULT_GPU_MINUTES),
         llm_cost_usd=used["llm"] or 0.0,
-        llm_budget_usd=float(getattr(settings, "KF_JOB_LLM_BUDGET_USD", 5.0)) * tasks,
+        llm_budget_usd=settings.KF_JOB_LLM_BUDGET_USD,
         iterations=used["n"],
     )
 
