@@ -98,6 +98,14 @@ def test_it_goes_from_submit_to_a_pip_installed_download(up, tmp_path):  # noqa:
         expect(page.locator("#speedup-chart .scatterlayer .point").first).to_be_attached()
         expect(page.locator("#current-hypothesis")).to_contain_text("[stand-in]")
 
+        # Cancel: the worker notices at its next step, records the stop, the page says so.
+        page.click("button:has-text('Cancel job')")
+        expect(page.locator(".messages")).to_contain_text("Cancelling")
+        expect(page.locator("#job-status")).to_have_text("Cancelled", timeout=30_000)
+        expect(page.locator('#tasks [data-role="note"]')).to_have_text("cancelled")
+        kept_rows = page.locator("#iterations tbody tr").count()
+        assert 0 < kept_rows < 12, "the run stopped early and its iterations stay"
+
         # Live at 20 events per second: every event drawn once, in order, and promptly.
         streamer = manage(env, "demo_results", "--username", up["user"], "--team", "demo-team",
                           "--stream", str(STREAM), "--rate", "20", "--wait", "4")  # fmt: skip

@@ -26,10 +26,13 @@
     marker: { color: c.color, symbol: c.symbol, size: 8, line: { width: 1.5, color: c.color } },
     hovertemplate: "#%{customdata}: %{text}<br>%{y:.2f}×<extra>" + c.name + "</extra>",
   }));
+  const wide = window.matchMedia("(min-width: 701px)").matches;
   Plotly.newPlot(el, traces, {
     margin: { l: 50, r: 10, t: 10, b: 40 },
-    xaxis: { type: "date", title: { text: "time" } },
+    xaxis: { type: "date", title: { text: wide ? "time" : "" } },
     yaxis: { title: { text: "× vs torch" }, rangemode: "tozero" },
+    // On a phone the legend would take half the chart: a static key below replaces it.
+    showlegend: wide,
     legend: { orientation: "h", y: -0.25 },
     hovermode: "closest",
     font: { family: "system-ui, sans-serif", size: 12, color: "#1b1f24" },

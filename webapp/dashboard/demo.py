@@ -326,11 +326,16 @@ def stream_job(*, user: Any, team: Team, steps: int, rate: float, wait_s: float,
     time.sleep(wait_s)
     rng = random.Random(3)
     best = 1.0
+    family = kernels.get_op(problem.op).families()[0]
+    source = family.render(problem, family.default(problem))
     start = time.monotonic()
     for index in range(steps):
         verdict, hypothesis, _ = PLAN[index % len(PLAN)]
-        if index and verdict == "baseline":
-            verdict = "reverted"  # one baseline per task, at the start
+        if index and verdict == "baseline":  # one baseline per task, at the start
+            verdict, hypothesis = (
+                "reverted",
+                "Three rows per program with 8 warps, as a middle point.",
+            )
         speedup = None
         if verdict == "baseline":
             speedup = 1.0
@@ -343,6 +348,7 @@ def stream_job(*, user: Any, team: Team, steps: int, rate: float, wait_s: float,
             data=services.IterationData(
                 index=index, verdict=verdict, parent=None if index == 0 else 0,
                 hypothesis=f"{hypothesis} (step {index})", speedup=speedup, best_speedup=best,
+                source=source,
                 elapsed_s=time.monotonic() - start, gpu_s=0.5, llm_cost_usd=0.001,
             ),
         )  # fmt: skip

@@ -56,7 +56,7 @@ def profile_chart(run: ModelRun) -> dict[str, Any] | None:
 def task_budget_s(*, task_id: int) -> float | None:
     """A model job task's slice of the job budget (the Amdahl plan's split), None for others.
 
-    For the worker to pass as the agent's wall-time cap (workers/agent.py's stand-in takes none).
+    workers/agent.py passes it to the agent as its GPU-time and wall-time caps.
     """
     task = Task.objects.filter(id=task_id).select_related("problem").first()
     run = ModelRun.objects.filter(job_id=task.job_id).first() if task else None

@@ -169,10 +169,13 @@ def test_interpreter_and_implausible_results_never_appear_on_a_leaderboard(
     assert "sum/64x64/fp32" in alice_client.get("/leaderboards/").content.decode()
 
 
-def test_the_team_page_lists_the_problems_it_wins(alice_client, runs):
+def test_the_team_page_lists_the_problems_it_wins(
+    alice_client, runs, django_assert_max_num_queries
+):
     ours, theirs = runs
     slug = theirs.team.slug
-    page = alice_client.get(f"/leaderboards/teams/{slug}/").content.decode()
+    with django_assert_max_num_queries(10):
+        page = alice_client.get(f"/leaderboards/teams/{slug}/").content.decode()
     wins = [
         key
         for key in ("rmsnorm/2048x4096/fp16", "softmax/1024x8192/fp32")
@@ -192,10 +195,14 @@ def kept_best_for(job: Job, key: str) -> float:
     )
 
 
-def test_the_compare_page_diffs_two_teams_winners_with_metric_deltas(alice_client, runs):
+def test_the_compare_page_diffs_two_teams_winners_with_metric_deltas(
+    alice_client, runs, django_assert_max_num_queries
+):
     ours, theirs = runs
     a, b = kept_best(ours), kept_best(theirs)
-    page = alice_client.get(f"/compare/?a={ours.id}/{a.seq}&b={theirs.id}/{b.seq}").content.decode()
+    with django_assert_max_num_queries(8):
+        page = alice_client.get(f"/compare/?a={ours.id}/{a.seq}&b={theirs.id}/{b.seq}")
+    page = page.content.decode()
     assert "Metric deltas (B vs A)" in page and "Kernel time (ns)" in page
     assert "Club norms" in page and "Norms on H100" in page and "d-" in page
 
