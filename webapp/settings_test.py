@@ -26,3 +26,10 @@ elif os.environ.get("KF_TEST_DATABASE_NAME"):
     # Two test runs on one machine (say, a fresh clone beside the work tree) would otherwise
     # both create and drop test_kernelforge under each other.
     DATABASES["default"]["TEST"] = {"NAME": os.environ["KF_TEST_DATABASE_NAME"]}  # noqa: F405
+
+# Two test runs on one machine share Redis db 15; give each run's Celery queues their own key
+# prefix (named after its test database) so one run's worker never takes another run's tasks.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    **CELERY_BROKER_TRANSPORT_OPTIONS,  # noqa: F405
+    "global_keyprefix": f"kf-test-{os.environ.get('KF_TEST_DATABASE_NAME', 'default')}:",
+}

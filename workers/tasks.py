@@ -55,11 +55,13 @@ def run_task(self, task_id: int) -> str:  # noqa: ANN001 (celery's bound task)
 
 @app.task(name="workers.watchdog")
 def watchdog() -> list[int]:
-    """Beat task: re-queue RUNNING tasks whose heartbeat stopped (RELIABILITY.md R4.7)."""
+    """Beat task: re-queue RUNNING tasks whose heartbeat stopped (RELIABILITY.md R4.7), and
+    send again the queued tasks whose message never reached the broker."""
     from django.conf import settings
 
     from webapp.jobs import services
 
+    services.tasks_send_unsent(older_than_s=settings.KF_WATCHDOG_INTERVAL_S)
     return services.tasks_requeue_stale(
         stale_after_s=settings.KF_HEARTBEAT_STALE_S, max_attempts=settings.KF_TASK_MAX_ATTEMPTS
     )

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db.models import Sum
 from django.utils import timezone
 
+from webapp.accounts.models import Team
 from webapp.api.errors import ApiError, ErrorCode
 from webapp.api.models import JobBudget
 from webapp.jobs.models import Iteration, Job
@@ -96,3 +97,12 @@ def quota_check(*, team_id: int, gpu_minutes: int) -> TeamUsage:
             ],
         )
     return usage
+
+
+def quota_check_locked(*, team_id: int, gpu_minutes: int) -> TeamUsage:
+    """quota_check under a lock on the team row, so concurrent submissions are checked in turn.
+
+    Call inside the transaction that creates the job (the web form and the API both do).
+    """
+    Team.objects.select_for_update().filter(id=team_id).values_list("id", flat=True).get()
+    return quota_check(team_id=team_id, gpu_minutes=gpu_minutes)

@@ -167,8 +167,8 @@ def job_submit_shapes(
         files["shapes_file"] = SimpleUploadedFile(f"shapes.{fmt.value}", shapes.encode())
     form = _validated_form(user=principal.user, data=data, files=files)
     with transaction.atomic():
-        _lock_team(team.id)  # concurrent submissions of one team check quotas one at a time
-        quotas.quota_check(team_id=team.id, gpu_minutes=minutes)
+        # Concurrent submissions of one team check their quotas one at a time.
+        quotas.quota_check_locked(team_id=team.id, gpu_minutes=minutes)
         job = job_services.job_create_from_shapes(
             user=principal.user,
             team=team,
@@ -199,8 +199,7 @@ def job_submit_model(
     }
     form = _validated_form(user=principal.user, data=data, files={"model_file": model_file})
     with transaction.atomic():
-        _lock_team(team.id)
-        quotas.quota_check(team_id=team.id, gpu_minutes=minutes)
+        quotas.quota_check_locked(team_id=team.id, gpu_minutes=minutes)
         job = job_services.job_create_from_model(
             user=principal.user,
             team=team,
@@ -221,7 +220,3 @@ def job_cancel(*, principal: Principal, job: Job) -> Job:
     job_services.job_cancel(job=job, user=principal.user)
     job.refresh_from_db()
     return job
-
-
-def _lock_team(team_id: int) -> None:
-    Team.objects.select_for_update().filter(id=team_id).values_list("id", flat=True).get()

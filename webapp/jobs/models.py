@@ -107,6 +107,9 @@ class Task(models.Model):
     # run that the watchdog gave up on cannot overwrite the run that replaced it.
     attempt = models.PositiveIntegerField(default=0)
     worker = models.CharField(max_length=200, blank=True)
+    # When the broker accepted this task's message; None while a message still has to be sent
+    # (the broker was down at submission), which the watchdog retries.
+    enqueued_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -69,7 +69,32 @@ def _require_member(user: AbstractBaseUser, team: Team) -> None:
 
 
 def _enqueue(task: Task) -> None:
-    transaction.on_commit(lambda: run_task_task.apply_async(args=[task.id], queue=task.queue))
+    transaction.on_commit(lambda: _send(task_id=task.id, queue=task.queue))
+
+
+def _send(*, task_id: int, queue: str) -> bool:
+    """Hand a task to the broker and note when it took it.
+
+    A broker that is down must not lose the job (it is already saved): the task stays QUEUED
+    with no enqueued_at, and the watchdog sends it again (tasks_send_unsent). A duplicate
+    message is harmless, because run_task claims with a compare-and-set.
+    """
+    try:
+        run_task_task.apply_async(args=[task_id], queue=queue)
+    except Exception:
+        log.exception("could not enqueue task %s on %s; the watchdog will retry", task_id, queue)
+        return False
+    Task.objects.filter(id=task_id).update(enqueued_at=timezone.now())
+    return True
+
+
+def tasks_send_unsent(*, older_than_s: float) -> list[int]:
+    """Send again the QUEUED tasks whose message never reached the broker."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    unsent = Task.objects.filter(
+        status=Task.Status.QUEUED, enqueued_at__isnull=True, job__created_at__lt=cutoff
+    ).values_list("id", "queue")
+    return [task_id for task_id, queue in list(unsent) if _send(task_id=task_id, queue=queue)]
 
 
 @transaction.atomic
@@ -338,13 +363,14 @@ def tasks_requeue_stale(*, stale_after_s: float, max_attempts: int) -> list[int]
             changed = Task.objects.filter(
                 id=task_id, attempt=attempt, status=Task.Status.RUNNING, heartbeat_at__lt=cutoff
             ).update(
-                status=Task.Status.QUEUED, worker="", stop_reason="requeued: heartbeat stopped"
+                status=Task.Status.QUEUED,
+                worker="",
+                stop_reason="requeued: heartbeat stopped",
+                enqueued_at=None,
             )
             if changed:
                 requeued.append(task_id)
-                transaction.on_commit(
-                    lambda t=task_id, q=queue: run_task_task.apply_async(args=[t], queue=q)
-                )
+                transaction.on_commit(lambda t=task_id, q=queue: _send(task_id=t, queue=q))
                 transaction.on_commit(lambda j=job_id: _notify_status(j))
     if requeued:
         log.warning(

@@ -23,6 +23,11 @@ def make_job(user, team, problems, queue="test.nobody"):
     )
 
 
+def queue_key(name):
+    """The Redis list behind a Celery queue (settings_test gives each test run a key prefix)."""
+    return settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix", "") + name
+
+
 def record(task, attempt, index, verdict="reverted"):
     return services.iteration_record(
         task_id=task.id, attempt=attempt, data=services.IterationData(index=index, verdict=verdict)
@@ -33,17 +38,43 @@ def test_it_splits_a_job_into_problems_and_tasks_and_enqueues_them_after_commit(
     alice, team, problems, django_capture_on_commit_callbacks
 ):
     broker = redis.Redis.from_url(settings.REDIS_URL)
-    broker.delete("test.enqueue")
+    broker.delete(queue_key("test.enqueue"))
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         job = make_job(alice, team, problems, queue="test.enqueue")
-    assert broker.llen("test.enqueue") == 0, "nothing may be enqueued before the commit"
+    assert broker.llen(queue_key("test.enqueue")) == 0, "nothing may be enqueued before the commit"
     for callback in callbacks:
         callback()
-    assert broker.llen("test.enqueue") == 2
-    broker.delete("test.enqueue")
+    assert broker.llen(queue_key("test.enqueue")) == 2
+    broker.delete(queue_key("test.enqueue"))
+    assert job.tasks.filter(enqueued_at__isnull=False).count() == 2
     assert job.status == Job.Status.QUEUED
     assert [p.key for p in job.problems.all()] == [p.key for p in problems]
     assert job.tasks.filter(status=Task.Status.QUEUED, queue="test.enqueue").count() == 2
+
+
+def test_it_keeps_a_job_submitted_while_the_broker_is_down_and_sends_it_later(
+    alice, team, problems, django_capture_on_commit_callbacks, monkeypatch
+):
+    from kombu.exceptions import OperationalError
+
+    def broker_down(*args, **kwargs):
+        raise OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    broker = redis.Redis.from_url(settings.REDIS_URL)
+    broker.delete(queue_key("test.unsent"))
+    with monkeypatch.context() as patch:
+        patch.setattr(services.run_task_task, "apply_async", broker_down)
+        with django_capture_on_commit_callbacks(execute=True):
+            job = make_job(alice, team, problems, queue="test.unsent")
+    assert job.tasks.filter(status=Task.Status.QUEUED, enqueued_at__isnull=True).count() == 2
+    assert services.tasks_send_unsent(older_than_s=60) == [], "too recent: maybe still sending"
+
+    Job.objects.filter(id=job.id).update(created_at=timezone.now() - timedelta(minutes=5))
+    sent = services.tasks_send_unsent(older_than_s=60)  # the broker is back (the real Redis)
+    assert sorted(sent) == sorted(job.tasks.values_list("id", flat=True))
+    assert broker.llen(queue_key("test.unsent")) == 2
+    assert services.tasks_send_unsent(older_than_s=60) == [], "sent once, not on every tick"
+    broker.delete(queue_key("test.unsent"))
 
 
 def test_it_refuses_a_job_for_a_team_the_user_is_not_in(bob, team, problems):

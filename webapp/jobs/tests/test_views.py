@@ -145,3 +145,13 @@ def test_it_lets_a_member_cancel_a_job_from_its_page(member, alice, team, proble
     job.refresh_from_db()
     assert job.status == Job.Status.CANCELLED and job.cancel_requested
     assert set(job.tasks.values_list("status", flat=True)) == {Task.Status.CANCELLED}
+
+
+def test_it_applies_the_team_quota_to_the_web_form_too(member, team, settings):
+    settings.KF_TEAM_MAX_ACTIVE_JOBS = 1
+    first = submit(member, team, shapes_text="op,shape,dtype\nrmsnorm,64x512,fp16")
+    assert first.status_code == 302
+    second = submit(member, team, shapes_text="op,shape,dtype\nrmsnorm,64x512,fp16")
+    assert second.status_code == 400
+    assert "queued or running jobs; the limit is 1" in second.content.decode()
+    assert Job.objects.count() == 1, "the refused job leaves nothing behind"
