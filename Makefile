@@ -37,7 +37,7 @@ test: $(STAMP) system-deps
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check webapp workers kforge manage.py conftest.py tests agents/standin.py
+	$(BIN)/ruff format --check .
 
 format: $(STAMP)
-	$(BIN)/ruff format webapp workers kforge manage.py conftest.py tests agents/standin.py
+	$(BIN)/ruff format .

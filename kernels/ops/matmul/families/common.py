@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kernels.ops.matmul.op import split_layout
-from kernels.problem import Problem
+from kernels.problem import Family, Problem
+from kernels.render import render_module
 
 # Hopper (sm_90): 227 KiB of shared memory per block, 64 K 32-bit registers per SM.
 SMEM_LIMIT = 232_448
@@ -28,3 +30,35 @@ def elt_bytes(problem: Problem) -> int:
 
 def acc_regs(block_m: int, block_n: int, num_warps: int) -> float:
     return block_m * block_n / (32 * num_warps)
+
+
+class TritonMatmulFamily(Family):
+    """A Triton matmul family: one TEMPLATE, a pipelined A/B tile in shared memory per stage."""
+
+    template: str
+
+    def staging_bytes(self, problem: Problem, params: Mapping[str, Any]) -> int:
+        """Shared memory beyond the pipelined A/B tiles (e.g. an epilogue buffer)."""
+        return 0
+
+    def check(self, problem: Problem, params: Mapping[str, Any]) -> str | None:
+        if (why := super().check(problem, params)) is not None:
+            return why
+        p = params
+        tiles = p["NUM_STAGES"] * (p["BLOCK_M"] + p["BLOCK_N"]) * p["BLOCK_K"] * elt_bytes(problem)
+        smem = (tiles + self.staging_bytes(problem, p)) * p.get("PROGRAMS_PER_SM", 1)
+        if smem > SMEM_LIMIT:
+            return f"needs {smem} bytes of shared memory per SM, over {SMEM_LIMIT}"
+        if acc_regs(p["BLOCK_M"], p["BLOCK_N"], p["NUM_WARPS"]) > MAX_ACC_REGS_PER_THREAD:
+            return "accumulator needs more than 128 registers per thread; use more warps"
+        return None
+
+    def render(self, problem: Problem, params: Mapping[str, Any]) -> str:
+        return render_module(
+            self.template,
+            family=self.name,
+            problem=problem,
+            params={k: params[k] for k in self.space(problem).choices},
+            fixed=fixed_constants(problem),
+            summary=self.description,
+        )

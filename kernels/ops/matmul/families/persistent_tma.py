@@ -11,15 +11,9 @@ with the same tile sizes instead, so the candidate is correct for every shape.
 from __future__ import annotations
 
 from kernels.ops.matmul.families import snippets
-from kernels.ops.matmul.families.common import (
-    MAX_ACC_REGS_PER_THREAD,
-    SMEM_LIMIT,
-    acc_regs,
-    elt_bytes,
-    fixed_constants,
-)
-from kernels.problem import Family, ParamSpace, Problem
-from kernels.render import FAST_LAUNCH, render_module
+from kernels.ops.matmul.families.common import TritonMatmulFamily, elt_bytes
+from kernels.problem import ParamSpace, Problem
+from kernels.render import FAST_LAUNCH
 
 PERSISTENT_KERNEL = """
 @triton.jit
@@ -165,7 +159,8 @@ def run(a, b, *rest, out):
 )
 
 
-class PersistentTmaMatmul(Family):
+class PersistentTmaMatmul(TritonMatmulFamily):
+    template = TEMPLATE
     name = "matmul_persistent_tma"
     op = "matmul"
     description = "persistent grid, TMA descriptor loads, grouped tiles, epilogue subtiling, optional warp specialization"
@@ -210,29 +205,20 @@ class PersistentTmaMatmul(Family):
             "NUM_STAGES": 3,
         }
 
+    def staging_bytes(self, problem: Problem, params) -> int:
+        # The epilogue stages the output tile (half of it when subtiled) for the TMA store.
+        return (
+            params["BLOCK_M"]
+            * params["BLOCK_N"]
+            * elt_bytes(problem)
+            // (2 if params["EPILOGUE_SUBTILE"] else 1)
+        )
+
     def check(self, problem: Problem, params) -> str | None:
         if (why := super().check(problem, params)) is not None:
             return why
-        p = params
-        elt = elt_bytes(problem)
-        staging = p["BLOCK_M"] * p["BLOCK_N"] * elt // (2 if p["EPILOGUE_SUBTILE"] else 1)
-        smem = p["NUM_STAGES"] * (p["BLOCK_M"] + p["BLOCK_N"]) * p["BLOCK_K"] * elt + staging
-        if smem * p["PROGRAMS_PER_SM"] > SMEM_LIMIT:
-            return f"needs {smem} bytes of shared memory per program, over {SMEM_LIMIT} per SM"
-        if acc_regs(p["BLOCK_M"], p["BLOCK_N"], p["NUM_WARPS"]) > MAX_ACC_REGS_PER_THREAD:
-            return "accumulator needs more than 128 registers per thread; use more warps"
-        if p["WARP_SPECIALIZE"] and p["NUM_WARPS"] < 8:
+        if params["WARP_SPECIALIZE"] and params["NUM_WARPS"] < 8:
             return "warp specialization failed to compile with 4 warps on Hopper (triton 3.6)"
-        if p["FLATTEN"] and not p["WARP_SPECIALIZE"]:
+        if params["FLATTEN"] and not params["WARP_SPECIALIZE"]:
             return "FLATTEN only matters with WARP_SPECIALIZE"
         return None
-
-    def render(self, problem: Problem, params) -> str:
-        return render_module(
-            TEMPLATE,
-            family=self.name,
-            problem=problem,
-            params={k: params[k] for k in self.space(problem).choices},
-            fixed=fixed_constants(problem),
-            summary=self.description,
-        )

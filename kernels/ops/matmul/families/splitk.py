@@ -8,15 +8,9 @@ an fp32 workspace; a second small kernel adds them, applies the epilogue and cas
 from __future__ import annotations
 
 from kernels.ops.matmul.families import snippets
-from kernels.ops.matmul.families.common import (
-    MAX_ACC_REGS_PER_THREAD,
-    SMEM_LIMIT,
-    acc_regs,
-    elt_bytes,
-    fixed_constants,
-)
-from kernels.problem import Family, ParamSpace, Problem
-from kernels.render import FAST_LAUNCH, render_module
+from kernels.ops.matmul.families.common import TritonMatmulFamily
+from kernels.problem import ParamSpace, Problem
+from kernels.render import FAST_LAUNCH
 
 SPLITK_KERNELS = """
 @triton.jit
@@ -132,7 +126,8 @@ def run(a, b, *rest, out):
 )
 
 
-class SplitKMatmul(Family):
+class SplitKMatmul(TritonMatmulFamily):
+    template = TEMPLATE
     name = "matmul_splitk"
     op = "matmul"
     description = "K split over SPLIT_K programs per tile, fp32 partials reduced by a second kernel"
@@ -175,24 +170,3 @@ class SplitKMatmul(Family):
             "NUM_WARPS": 4,
             "NUM_STAGES": 4,
         }
-
-    def check(self, problem: Problem, params) -> str | None:
-        if (why := super().check(problem, params)) is not None:
-            return why
-        p = params
-        smem = p["NUM_STAGES"] * (p["BLOCK_M"] + p["BLOCK_N"]) * p["BLOCK_K"] * elt_bytes(problem)
-        if smem > SMEM_LIMIT:
-            return f"pipelined tiles need {smem} bytes of shared memory, over {SMEM_LIMIT}"
-        if acc_regs(p["BLOCK_M"], p["BLOCK_N"], p["NUM_WARPS"]) > MAX_ACC_REGS_PER_THREAD:
-            return "accumulator needs more than 128 registers per thread; use more warps"
-        return None
-
-    def render(self, problem: Problem, params) -> str:
-        return render_module(
-            TEMPLATE,
-            family=self.name,
-            problem=problem,
-            params={k: params[k] for k in self.space(problem).choices},
-            fixed=fixed_constants(problem),
-            summary=self.description,
-        )

@@ -6,15 +6,9 @@ The portable family: any shape, stride or layout, software-pipelined by num_stag
 from __future__ import annotations
 
 from kernels.ops.matmul.families import snippets
-from kernels.ops.matmul.families.common import (
-    MAX_ACC_REGS_PER_THREAD,
-    SMEM_LIMIT,
-    acc_regs,
-    elt_bytes,
-    fixed_constants,
-)
-from kernels.problem import Family, ParamSpace, Problem
-from kernels.render import FAST_LAUNCH, render_module
+from kernels.ops.matmul.families.common import TritonMatmulFamily
+from kernels.problem import ParamSpace, Problem
+from kernels.render import FAST_LAUNCH
 
 TEMPLATE = (
     """$HEADER
@@ -56,7 +50,8 @@ def run(a, b, *rest, out):
 )
 
 
-class TiledMatmul(Family):
+class TiledMatmul(TritonMatmulFamily):
+    template = TEMPLATE
     name = "matmul_tiled"
     op = "matmul"
     description = "one program per tile, grouped tile order, pointer loads (any shape/layout)"
@@ -109,24 +104,3 @@ class TiledMatmul(Family):
             "NUM_WARPS": 8,
             "NUM_STAGES": 3,
         }
-
-    def check(self, problem: Problem, params) -> str | None:
-        if (why := super().check(problem, params)) is not None:
-            return why
-        p = params
-        smem = p["NUM_STAGES"] * (p["BLOCK_M"] + p["BLOCK_N"]) * p["BLOCK_K"] * elt_bytes(problem)
-        if smem > SMEM_LIMIT:
-            return f"pipelined tiles need {smem} bytes of shared memory, over {SMEM_LIMIT}"
-        if acc_regs(p["BLOCK_M"], p["BLOCK_N"], p["NUM_WARPS"]) > MAX_ACC_REGS_PER_THREAD:
-            return "accumulator needs more than 128 registers per thread; use more warps"
-        return None
-
-    def render(self, problem: Problem, params) -> str:
-        return render_module(
-            TEMPLATE,
-            family=self.name,
-            problem=problem,
-            params={k: params[k] for k in self.space(problem).choices},
-            fixed=fixed_constants(problem),
-            summary=self.description,
-        )
