@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agents.config import OptimizeConfig
-from agents.evaluator import Evaluator
+from agents.evaluator import Evaluator, runs_backend
 from agents.reporting import Reporter
 from kernels.problem import Family, Op, Problem
 
@@ -32,7 +32,8 @@ class RunContext:
 
     @property
     def families(self) -> dict[str, Family]:
-        return {f.name: f for f in self.op.families()}
+        """The op's families this evaluator can run (no CUDA C++ on a CPU-only worker)."""
+        return {f.name: f for f in self.op.families() if runs_backend(self.evaluator, f.backend)}
 
     def elapsed(self) -> float:
         return self.elapsed_before + (time.monotonic() - self.started)

@@ -23,6 +23,12 @@ class Evaluator(Protocol):
         """full=True: the harness's publishable protocol and every baseline that applies."""
         ...
 
+    def supports(self, backend: str) -> bool:
+        # CUDA C++ candidates need nvcc and a GPU; Triton runs anywhere (the CPU interpreter).
+        from harness.device import gpu_visible
+
+        return backend != "cuda" or gpu_visible()
+
     def profile(self, candidate: Candidate, problem: Problem, *, timeout_s: float) -> Profile: ...
 
     def prefetch(self, candidates: Sequence[Candidate], problem: Problem) -> None:
@@ -30,6 +36,12 @@ class Evaluator(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def runs_backend(evaluator: object, backend: str) -> bool:
+    """Whether the evaluator can run candidates of this backend; evaluators that don't say can."""
+    supports = getattr(evaluator, "supports", None)
+    return True if supports is None else bool(supports(backend))
 
 
 class HarnessEvaluator:

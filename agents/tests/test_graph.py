@@ -171,3 +171,18 @@ def test_it_profiles_at_most_the_configured_number_of_candidates():
     # The best at the end of a batch is profiled: the baseline, then one kept candidate.
     assert len(kept) >= 2 and len(reporter.profiles) == 2
     assert reporter.profiles[0] == 0 and reporter.profiles[1] in {e.index for e in kept}
+
+
+def test_it_searches_only_the_families_the_evaluator_can_run():
+    class TritonOnly(FakeEvaluator):
+        def supports(self, backend: str) -> bool:  # a CPU worker: no nvcc, no GPU
+            return backend == "triton"
+
+    evaluator, reporter = TritonOnly(block_m_score), ListReporter()
+    optimize(PROBLEM, config(evaluator), reporter)
+    tried = {e.family for e in reporter.events}
+    assert "matmul_cuda_wmma" not in tried and len(tried) >= 2
+
+    evaluator, reporter = FakeEvaluator(block_m_score), ListReporter()
+    optimize(PROBLEM, config(evaluator), reporter)
+    assert "matmul_cuda_wmma" in {e.family for e in reporter.events}, "a GPU evaluator gets it"
