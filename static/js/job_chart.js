@@ -51,7 +51,8 @@
       // Failed and cheating attempts have no valid timing: they sit on the zero line.
       per[i].x.push(it.at);
       per[i].y.push(it.speedup == null ? 0 : it.speedup);
-      per[i].text.push(it.problem + " · " + it.verdict_label);
+      per[i].text.push(
+        it.problem + " · " + it.verdict_label + (it.interpreter ? " · CPU interpreter timing" : ""));
       per[i].customdata.push(it.seq);
       if (it.best_speedup != null) {
         (best[it.problem] = best[it.problem] || { x: [], y: [] });

@@ -93,7 +93,12 @@
     reason.textContent = it.reason;
     hyp.appendChild(reason);
     tr.appendChild(hyp);
-    tr.appendChild(cell(it.speedup == null ? "—" : it.speedup.toFixed(2) + "×", "num"));
+    const speed = cell(
+      it.speedup == null ? "—" : it.interpreter ? "interp." : it.speedup.toFixed(2) + "×", "num");
+    if (it.interpreter) {
+      speed.title = "Timed under Triton's CPU interpreter: checks correctness, not speed";
+    }
+    tr.appendChild(speed);
     // Keep rows in seq order even when a backfill fills a gap behind newer rows (rare: the
     // common case appends, so thousands of rows stay cheap).
     let before = null;

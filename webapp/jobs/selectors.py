@@ -7,6 +7,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import BooleanField, Count, ExpressionWrapper, Q, QuerySet
+from django.db.models.fields.json import KT
 
 from webapp.jobs.models import Iteration, Job, Task
 
@@ -43,6 +44,7 @@ def iterations_after(
         # Events never carry the large fields: reading them made a 1,000-event backfill slow.
         .defer("source", "evaluation", "params", "profile")
         .annotate(profile_present=ExpressionWrapper(Q(profile__isnull=False), BooleanField()))
+        .annotate(timing_regime=KT("evaluation__timings__regime"))
         .order_by("seq")[:limit]
     )
     return [iteration_event(row) for row in rows]
@@ -63,6 +65,9 @@ def iteration_event(it: Iteration) -> dict[str, Any]:
         "candidate_id": it.candidate_id,
         "speedup": it.speedup,
         "best_speedup": it.best_speedup,
+        # Triton CPU-interpreter timings check correctness only; the page must not show their
+        # ratios as speedups.
+        "interpreter": _timing_regime(it) == "interpreter",
         "elapsed_s": round(it.elapsed_s, 3),
         "has_profile": _has_profile(it),
         # For the dashboard's live chart and budget meters (issue 7).
@@ -70,6 +75,12 @@ def iteration_event(it: Iteration) -> dict[str, Any]:
         "gpu_s": it.gpu_s,
         "llm_cost_usd": it.llm_cost_usd,
     }
+
+
+def _timing_regime(it: Iteration) -> str | None:
+    if hasattr(it, "timing_regime"):  # annotated where the evaluation JSON is deferred
+        return it.timing_regime
+    return ((it.evaluation or {}).get("timings") or {}).get("regime")
 
 
 def _has_profile(it: Iteration) -> bool:

@@ -155,3 +155,24 @@ def test_it_applies_the_team_quota_to_the_web_form_too(member, team, settings):
     assert second.status_code == 400
     assert "queued or running jobs; the limit is 1" in second.content.decode()
     assert Job.objects.count() == 1, "the refused job leaves nothing behind"
+
+
+def test_it_marks_interpreter_timings_in_the_event_stream(member, alice, team, problems):
+    job = services.job_create_from_shapes(
+        user=alice, team=team, title="t", problems=problems[:1], queue="test.nobody"
+    )
+    task = job.tasks.get()
+    claim = services.task_claim(task_id=task.id, worker="w")
+    for index, regime in enumerate(["interpreter", "offline"]):
+        services.iteration_record(
+            task_id=task.id,
+            attempt=claim.attempt,
+            data=services.IterationData(
+                index=index,
+                verdict="baseline" if index == 0 else "kept",
+                speedup=0.01,
+                evaluation={"timings": {"regime": regime}},
+            ),
+        )
+    events = member.get(reverse("jobs:events", args=[job.id]), {"after": 0}).json()["iterations"]
+    assert [e["interpreter"] for e in events] == [True, False]
