@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import shutil
+from pathlib import Path
 from typing import Any
+
+from django.conf import settings
 
 from agents.reporting import IterationEvent
 from kernels.problem import Problem
@@ -45,7 +49,19 @@ class DjangoReporter:
             self.lost = True
 
     def profile(self, *, index: int, profile: dict[str, Any]) -> None:
+        profile = {**profile, "report_path": self._keep_report(profile.get("report_path"), index)}
         services.iteration_profile_record(task_id=self.task_id, index=index, profile=profile)
+
+    def _keep_report(self, report: str | None, index: int) -> str | None:
+        """Copy the harness's .ncu-rep under MEDIA_ROOT (shared with the web server), so users
+        can download it; the stored path is relative to MEDIA_ROOT."""
+        if not report or not Path(report).is_file():
+            return None
+        relative = Path("ncu") / f"task-{self.task_id}" / f"{index}.ncu-rep"
+        target = Path(settings.MEDIA_ROOT) / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(report, target)
+        return str(relative)
 
     def finished(self, *, best: IterationEvent | None, stop_reason: str) -> None:
         self.outcome = ("finished", stop_reason)

@@ -72,3 +72,33 @@ def test_it_marks_the_task_failed_when_the_agent_raises(job, settings, monkeypat
 
 def test_it_runs_the_watchdog_as_a_task(job):
     assert watchdog.run() == []
+
+
+def test_it_keeps_the_ncu_report_where_the_web_server_can_serve_it(
+    job, alice, client, settings, tmp_path
+):
+    from pathlib import Path
+
+    from django.urls import reverse
+
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    fixture = Path(__file__).resolve().parents[2] / "harness/tests/fixtures"
+    recorded = fixture / "h100_triton_matmul_4096_fp16.ncu-rep"  # a real report from an H100
+    task = job.tasks.first()
+    claim = services.task_claim(task_id=task.id, worker="w")
+    reporter = DjangoReporter(task_id=task.id, attempt=claim.attempt)
+    services.iteration_record(
+        task_id=task.id, attempt=claim.attempt, data=services.IterationData(index=0, verdict="kept")
+    )
+    reporter.profile(index=0, profile={"metrics": {}, "report_path": str(recorded)})
+
+    stored = Iteration.objects.get(task=task, index=0).profile["report_path"]
+    assert not Path(stored).is_absolute() and (tmp_path / "media" / stored).is_file()
+    client.force_login(alice)
+    seq = Iteration.objects.get(task=task, index=0).seq
+    response = client.get(reverse("dashboard:ncu_report", args=[job.id, seq]))
+    assert response.status_code == 200
+    assert b"".join(response.streaming_content) == recorded.read_bytes()
+
+    reporter.profile(index=0, profile={"metrics": {}, "report_path": "/nonexistent.ncu-rep"})
+    assert Iteration.objects.get(task=task, index=0).profile["report_path"] is None
