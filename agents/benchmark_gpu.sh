@@ -1,28 +1,46 @@
 #!/usr/bin/env bash
 # One acceptance run of the offline optimizer on a GPU box, as taken for benchmarks/results/.
 #   agents/benchmark_gpu.sh OUT_DIR NAME -- <python -m agents optimize arguments>
-# Writes OUT_DIR/NAME.jsonl (every event, then the summary), appends stderr to OUT_DIR/run.log
-# and the device and versions to OUT_DIR/device.txt; prints the summary last.
+# Installs the carried wheels in .whl/ (langgraph & co.; the GPU image has none) when needed,
+# then writes OUT_DIR/NAME.jsonl (every event, then the summary), OUT_DIR/NAME.json (device,
+# versions, command, throughput, final verification: agents/benchmark_summary.py), appends
+# stderr to OUT_DIR/run.log and the device and versions to OUT_DIR/device.txt.
 set -u
 out=$1 name=$2
 shift 3
 mkdir -p "$out"
+if ! python3 -c "import langgraph" 2>/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl || exit 1
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONUNBUFFERED=1
 {
-    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
-    python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"
-} >>"$out/device.txt"
-echo "== $name: python3 -m agents optimize $*" >>"$out/run.log"
+    echo "name: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
+    echo "driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1)"
+    python3 -c "
+import importlib.metadata as m, sys, torch, triton
+print('python:', sys.version.split()[0]); print('torch:', torch.__version__)
+print('triton:', triton.__version__); print('cuda:', torch.version.cuda)
+print('langgraph:', m.version('langgraph')); print('cpus:', __import__('os').cpu_count())"
+} >"$out/device-$name.txt"
+cat "$out/device-$name.txt" >>"$out/device.txt"
+command="python3 -m agents optimize $* --no-progress --checkpoint sqlite:////tmp/kf-$name.sqlite3"
+echo "== $name: $command" >>"$out/run.log"
 started=$(date +%s)
 python3 -m agents optimize "$@" --no-progress --checkpoint "sqlite:////tmp/kf-$name.sqlite3" \
     >"$out/$name.jsonl" 2>>"$out/run.log"
 status=$?
 echo "== $name: exit $status after $(($(date +%s) - started)) s" | tee -a "$out/run.log"
-tail -n 1 "$out/$name.jsonl" | python3 -c '
+python3 -m agents.benchmark_summary "$out/$name.jsonl" "$out/device-$name.txt" \
+    "agents/benchmark_gpu.sh OUT $name -- $*  (runs: $command)" >"$out/$name.json"
+python3 -c '
 import json, sys
-d = json.loads(sys.stdin.read() or "{}")
-keys = ("stop_reason", "attempts", "evaluated", "verdicts", "elapsed_s", "gpu_s", "candidates_per_gpu_hour", "verified", "final_speedups")
+d = json.load(open(sys.argv[1]))
+keys = ("stop_reason", "attempts", "evaluated", "verdicts", "elapsed_s", "gpu_s",
+        "candidates_per_gpu_hour", "candidates_per_wall_hour", "compile_s_saved", "compile", "best")
 print(json.dumps({k: d.get(k) for k in keys}))
-best = d.get("best") or {}
-print("best:", best.get("index"), best.get("family"), best.get("params"), "quick-mode speedup", best.get("speedup"))
-'
+f = d.get("final_verification") or {}
+print("final:", json.dumps({k: f.get(k) for k in ("verified", "verdict", "error", "speedups", "speedup_ci95", "noise", "sanitizer", "duration_s")})[:3000])
+' "$out/$name.json"
 exit $status

@@ -116,6 +116,16 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--max-profiles", type=int, default=None, help="profile at most N candidates")
     opt.add_argument("--verify-reserve", type=float, default=0.15, help="share of caps kept for it")
     opt.add_argument(
+        "--no-sanitize", action="store_true", help="final run without compute-sanitizer memcheck"
+    )
+    opt.add_argument(
+        "--precompile",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="compile next candidates on the CPU while the GPU times one (auto: with a GPU)",
+    )
+    opt.add_argument("--precompile-workers", type=int, default=None, help="default: cores - 2")
+    opt.add_argument(
         "--checkpoint",
         default="sqlite:///var/agents-checkpoints.sqlite3",
         help="DB URL or '' for none",
@@ -157,6 +167,9 @@ def config_from_args(args: argparse.Namespace, environ: dict[str, str]) -> Optim
         quick=not args.full,
         final_verify=not args.no_verify,
         verify_reserve=args.verify_reserve,
+        sanitize_final=not args.no_sanitize,
+        precompile={"auto": None, "on": True, "off": False}[args.precompile],
+        precompile_workers=args.precompile_workers,
     )
 
 

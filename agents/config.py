@@ -73,6 +73,14 @@ class OptimizeConfig:
     # publishable number); this share of the wall and GPU caps is kept back for it.
     final_verify: bool = True
     verify_reserve: float = 0.15
+    # That run also goes under compute-sanitizer memcheck (harness EvalConfig.sanitize): an
+    # out-of-bounds access that happened to give right values fails the final best.
+    sanitize_final: bool = True
+    # Compile the next planned candidates in sandboxed children on the CPU cores while the GPU
+    # times the current one (harness.precompile). None: when a GPU is visible (under the CPU
+    # interpreter nothing compiles). precompile_workers None: the cores less two, at most 8.
+    precompile: bool | None = None
+    precompile_workers: int | None = None
     # Dependency injection: None means the real harness. Tests pass a fake for speed.
     evaluator: Evaluator | None = field(default=None, compare=False, repr=False)
 

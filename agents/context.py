@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from agents.config import OptimizeConfig
 from agents.evaluator import Evaluator, runs_backend
 from agents.reporting import Reporter
+from harness.results import Backend, Candidate
 from kernels.problem import Family, Op, Problem
 
 if TYPE_CHECKING:
@@ -34,6 +35,16 @@ class RunContext:
     def families(self) -> dict[str, Family]:
         """The op's families this evaluator can run (no CUDA C++ on a CPU-only worker)."""
         return {f.name: f for f in self.op.families() if runs_backend(self.evaluator, f.backend)}
+
+    def candidate(self, source: str, family: str | None, origin: str = "") -> Candidate:
+        """The harness candidate for a source: a CUDA C++ family's builds with nvcc (longer
+        compile limit, its own compile cache key), everything else is Triton."""
+        backend = next((f.backend for f in self.op.families() if f.name == family), "triton")
+        return Candidate(
+            source=source,
+            backend=Backend.CUDA if backend == "cuda" else Backend.TRITON,
+            origin=origin,
+        )
 
     def elapsed(self) -> float:
         return self.elapsed_before + (time.monotonic() - self.started)

@@ -6,10 +6,15 @@ unit tests fast; the CI graph tests use the real one under Triton's interpreter.
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from harness.results import Candidate, Evaluation, Profile
+from harness.results import Candidate, CompileResult, Evaluation, Profile, Verdict
 from kernels.problem import Problem
 
 if TYPE_CHECKING:
@@ -38,28 +43,73 @@ class Evaluator(Protocol):
     def close(self) -> None: ...
 
 
+def compile_stats(evaluator: object) -> dict[str, Any]:
+    """The evaluator's compile-ahead counters, or {} for evaluators that keep none."""
+    stats = getattr(evaluator, "compile_stats", None)
+    return stats() if callable(stats) else {}
+
+
 def runs_backend(evaluator: object, backend: str) -> bool:
     """Whether the evaluator can run candidates of this backend; evaluators that don't say can."""
     supports = getattr(evaluator, "supports", None)
     return True if supports is None else bool(supports(backend))
 
 
+@dataclass
+class CompileStats:
+    """What compiling ahead did in this process (a resumed run counts from its restart)."""
+
+    workers: int = 0  # precompile threads (each one sandboxed child at a time)
+    submitted: int = 0  # candidates handed over to compile ahead
+    compiled: int = 0  # precompiles that ran a child and succeeded
+    cache_hits: int = 0  # precompiles answered by the compile cache: same source seen before
+    failed: int = 0  # precompiles that failed (compile errors included)
+    rejected_early: int = 0  # compile errors found ahead: evaluated without touching the GPU
+    used: int = 0  # evaluations whose candidate had been compiled ahead
+    precompile_s: float = 0.0  # wall time of the precompile children, on the CPU side
+    waited_s: float = 0.0  # time evaluations waited for a precompile still running
+    # JIT work done ahead for candidates that were then evaluated, less any wait for it: the
+    # compile seconds taken off the GPU's critical path.
+    compile_s_saved: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 class HarnessEvaluator:
-    """harness.evaluate / harness.profile with the run's quick mode, baselines and time limits."""
+    """harness.evaluate / harness.profile with the run's quick mode, baselines and time limits.
+
+    Compiling ahead: `prefetch` hands the next planned candidates to a thread pool (bounded by
+    the CPU cores) that runs `harness.precompile` for each while the GPU times the current one;
+    compiled kernels land in the harness's compile cache keyed by source hash, so the
+    evaluation that follows loads them instead of compiling. A candidate whose precompile
+    failed to compile is answered as a compile error without running the evaluation.
+    """
 
     def __init__(self, config: OptimizeConfig) -> None:
         import harness  # imported here: the harness pulls in torch and triton
         from harness.config import EvalConfig, Limits
+        from harness.device import gpu_visible
 
         self._harness = harness
         self._config = config
         self._eval_config = EvalConfig
         self._limits = Limits
+        # Under the CPU interpreter nothing compiles: a precompile would only run it twice.
+        enabled = config.precompile if config.precompile is not None else gpu_visible()
+        workers = config.precompile_workers or max(1, min(8, (os.cpu_count() or 2) - 2))
+        self._pool = ThreadPoolExecutor(workers, "kf-precompile") if enabled else None
+        self._ahead: dict[str, Future] = {}
+        self._lock = threading.Lock()
+        self.stats = CompileStats(workers=workers if enabled else 0)
 
     def _settings(self, timeout_s: float, *, full: bool = False) -> Any:
         if full:  # None: every baseline that applies on this device (harness/baselines.py)
             return self._eval_config(
-                quick=False, baselines=None, limits=self._limits(wall_s=timeout_s)
+                quick=False,
+                baselines=None,
+                limits=self._limits(wall_s=timeout_s),
+                sanitize=self._config.sanitize_final,
             )
         baselines = tuple(dict.fromkeys(("torch", self._config.baseline)))
         return self._eval_config(
@@ -71,6 +121,10 @@ class HarnessEvaluator:
     def evaluate(
         self, candidate: Candidate, problem: Problem, *, timeout_s: float, full: bool = False
     ) -> Evaluation:
+        if not full:
+            rejected = self._await_ahead(candidate, problem, timeout_s)
+            if rejected is not None:
+                return rejected
         settings = self._settings(timeout_s, full=full)
         return self._harness.evaluate(candidate, problem, config=settings)
 
@@ -78,9 +132,66 @@ class HarnessEvaluator:
         return self._harness.profile(candidate, problem, config=self._settings(timeout_s))
 
     def prefetch(self, candidates: Sequence[Candidate], problem: Problem) -> None:
-        precompile = getattr(self._harness, "precompile", None)
-        if precompile is not None:
-            precompile(list(candidates), problem)
+        if self._pool is None:
+            return
+        settings = self._settings(self._config.eval_timeout_s)
+        for candidate in candidates:
+            with self._lock:
+                if candidate.id in self._ahead:
+                    continue
+                self.stats.submitted += 1
+                self._ahead[candidate.id] = self._pool.submit(
+                    self._precompile, candidate, problem, settings
+                )
+
+    def _precompile(self, candidate: Candidate, problem: Problem, settings: Any) -> Any:
+        result = self._harness.precompile(candidate, problem, config=settings)
+        with self._lock:
+            self.stats.precompile_s += result.seconds
+            if result.cached:
+                self.stats.cache_hits += 1
+            elif result.ok:
+                self.stats.compiled += 1
+            else:
+                self.stats.failed += 1
+        return result
+
+    def _await_ahead(
+        self, candidate: Candidate, problem: Problem, timeout_s: float
+    ) -> Evaluation | None:
+        """Wait for this candidate's precompile, if one was started; a compile error ends here."""
+        with self._lock:
+            future = self._ahead.pop(candidate.id, None)
+        if future is None:
+            return None
+        started = time.monotonic()
+        try:
+            result = future.result(timeout=max(1.0, timeout_s))
+        except Exception:  # a precompile that broke or hangs: the evaluation decides alone
+            return None
+        waited = time.monotonic() - started
+        with self._lock:
+            self.stats.used += 1
+            self.stats.waited_s += waited
+            self.stats.compile_s_saved += max(0.0, result.compile_s - waited)
+        if result.ok or result.failure != "compile":
+            return None  # "raised", a timeout or a crash: not conclusive, evaluate normally
+        with self._lock:
+            self.stats.rejected_early += 1
+        return Evaluation(
+            candidate_id=candidate.id,
+            problem_key=problem.key,
+            verdict=Verdict.COMPILE_ERROR,
+            compile=CompileResult(ok=False, log=result.error[-6000:], seconds=result.compile_s),
+            error="compile error found when compiling ahead: " + result.error[-2000:],
+            duration_s=waited,
+        )
+
+    def compile_stats(self) -> dict[str, Any]:
+        with self._lock:
+            return self.stats.to_dict()
 
     def close(self) -> None:
-        return None
+        if self._pool is not None:
+            # Queued precompiles are dropped; running ones end within their sandbox limits.
+            self._pool.shutdown(wait=False, cancel_futures=True)

@@ -5,13 +5,19 @@ steps as separate tasks; this is the shell / benchmark form:
     python -m agents.model_job examples/models/llama_block.py --budget 240 --out result.json
 
 `--optimizer families` skips the agent graph and evaluates each kernel family's default point
-(no LangGraph needed), for machines where the agent cannot run.
+(no LangGraph needed), for machines where the agent cannot run. `--record NAME` wraps the
+result for benchmarks/results/: device, driver, versions, date, the exact command, and a
+summary of predicted vs measured end-to-end speedups (eager, launch-bound, CUDA graphs).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import platform
+import shlex
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -166,6 +172,83 @@ def run_model_job(
     return out
 
 
+def _versions() -> dict[str, str]:
+    """Device, driver and library versions of this machine (nvidia-smi, not a CUDA context:
+    the model itself only ever runs in the sandboxed children)."""
+    import torch
+
+    info = {"python": platform.python_version(), "torch": torch.__version__}
+    try:
+        import triton
+
+        info["triton"] = triton.__version__
+    except ImportError:
+        info["triton"] = "absent"
+    info["cuda"] = str(torch.version.cuda)
+    try:
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        name, driver = (part.strip() for part in smi.stdout.splitlines()[0].split(",", 1))
+        info |= {"device": name, "driver": driver}
+    except (OSError, IndexError, ValueError, subprocess.SubprocessError):
+        info |= {"device": "cpu", "driver": "none"}
+    return info
+
+
+def summarize(result: dict[str, Any]) -> dict[str, Any]:
+    """The numbers a reader wants first, all copied from `result` (nothing recomputed but
+    the GPU-busy share and rounding)."""
+    profile = result.get("profile", {})
+    e2e = result.get("end_to_end", {})
+    plan = result.get("plan", {})
+
+    def pair(d: dict) -> dict | None:
+        if not d or d.get("original_us") is None:
+            return {"error": d.get("error", "")[-400:]} if d else None
+        return {
+            "original_us": d["original_us"],
+            "substituted_us": d["substituted_us"],
+            "speedup": d["speedup"],
+            "ci95": d.get("speedup_ci"),
+        } | ({"outputs_match": d["ok"]} if "ok" in d else {})
+
+    return {
+        "kernel_us_per_step": profile.get("total_us"),
+        "plain_forward_wall_us": profile.get("forward_wall_us"),
+        "gpu_busy": profile.get("gpu_busy"),
+        "plan": [
+            {"key": i["key"], "share": round(i["share"], 4), "budget_s": i["budget_s"]}
+            for i in plan.get("items", [])[:5]
+        ],
+        "optimized": [
+            {k: p.get(k) for k in ("key", "family", "speedup", "kept", "elapsed_s", "note")}
+            for p in result.get("problems", [])
+        ],
+        "amdahl_predicted_from_kernels": result.get("predicted_from_kernels"),
+        "outputs_match": bool(e2e.get("compare", {}).get("passed")),
+        "hits": e2e.get("hits"),
+        "eager_offline": pair(e2e),
+        "eager_launch_bound": pair(e2e.get("launch_bound") or {}),
+        "cuda_graphs": pair(e2e.get("graphed") or {}),
+    }
+
+
+def record(result: dict[str, Any], name: str, argv: list[str]) -> dict[str, Any]:
+    """A benchmarks/results/ entry: what ran, where, when, and the result."""
+    return {
+        "name": name,
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "versions": _versions(),
+        "command": "python3 -m agents.model_job " + shlex.join(argv),
+        "summary": summarize(result),
+        "result": result,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agents.model_job")
     parser.add_argument("model", help="a .py file in the KernelBench convention")
@@ -178,6 +261,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=("cuda", "cpu"), default=None)
     parser.add_argument("--trace", default=None, help="keep the profiler's Chrome trace here")
     parser.add_argument("--out", default=None, help="write the result JSON here")
+    parser.add_argument(
+        "--record", default=None, help="wrap --out as a benchmarks/results/ entry with this name"
+    )
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     with open(args.model) as f:
         source = f.read()
@@ -197,11 +284,16 @@ def main(argv: list[str] | None = None) -> int:
         device=args.device,
         trace_to=args.trace,
     )
-    text = json.dumps(result, indent=1, default=str)
+    if args.record:
+        text = json.dumps(record(result, args.record, argv), indent=1, default=str)
+        shown = json.dumps(summarize(result), indent=1, default=str)
+    else:
+        text = json.dumps(result, indent=1, default=str)
+        shown = text[-4000:]
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)
-    print(text[-4000:] if len(text) > 4000 else text)
+    print(shown)
     return 0 if result.get("ok") else 1
 
 

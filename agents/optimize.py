@@ -9,7 +9,7 @@ from typing import Any
 from agents.checkpoint import open_checkpointer
 from agents.config import OptimizeConfig
 from agents.context import RunContext
-from agents.evaluator import Evaluator, HarnessEvaluator
+from agents.evaluator import Evaluator, HarnessEvaluator, compile_stats
 from agents.graph import build_graph
 from agents.reporting import AttemptVerdict, IterationEvent, Reporter
 from agents.state import OptimizeState, Record
@@ -35,10 +35,18 @@ class OptimizeResult:
     verified: bool | None = None  # the best passed the full-protocol re-evaluation (None: not run)
     final_speedups: dict[str, float] = field(default_factory=dict)  # from that re-evaluation
     notes: list[str] = field(default_factory=list)
+    # Compiling ahead (agents/evaluator.py CompileStats) in this process; {} when not kept.
+    compile: dict[str, Any] = field(default_factory=dict)
 
     @property
     def candidates_per_gpu_hour(self) -> float | None:
+        """Candidates evaluated per hour of harness time (evaluate + profile, summed)."""
         return self.evaluated / (self.gpu_s / 3600.0) if self.gpu_s > 0 else None
+
+    @property
+    def candidates_per_wall_hour(self) -> float | None:
+        """Per hour of the run's wall time: planning, profiling, verify and waits included."""
+        return self.evaluated / (self.elapsed_s / 3600.0) if self.elapsed_s > 0 else None
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -57,6 +65,9 @@ class OptimizeResult:
             "elapsed_s": self.elapsed_s,
             "gpu_s": self.gpu_s,
             "candidates_per_gpu_hour": self.candidates_per_gpu_hour,
+            "candidates_per_wall_hour": self.candidates_per_wall_hour,
+            "compile_s_saved": self.compile.get("compile_s_saved"),
+            "compile": self.compile,
             "llm_tokens": self.llm_tokens,
             "llm_cost_usd": self.llm_cost_usd,
             "resumed": self.resumed,
@@ -118,6 +129,7 @@ def optimize(
                     durability="sync",
                 )
             final: OptimizeState = graph.get_state(run_config).values  # type: ignore[assignment]
+            stats = compile_stats(evaluator)
     except BaseException as exc:
         if not isinstance(exc, KeyboardInterrupt | SystemExit):
             reporter.failed(error=f"{type(exc).__name__}: {exc}")
@@ -126,6 +138,7 @@ def optimize(
         if config.evaluator is None:
             evaluator.close()
     result = _result(final, thread_id, resumed)
+    result.compile = stats
     reporter.finished(best=result.best, stop_reason=result.stop_reason)
     return result
 

@@ -9,180 +9,133 @@ from __future__ import annotations
 
 from kernels.problem import Problem
 
-_TMA_TILES = [
-    {
-        "BLOCK_M": 128,
-        "BLOCK_N": 256,
-        "BLOCK_K": 64,
-        "NUM_WARPS": 8,
-        "NUM_STAGES": 3,
-        "EPILOGUE_SUBTILE": True,
-    },
-    {
-        "BLOCK_M": 128,
-        "BLOCK_N": 256,
-        "BLOCK_K": 64,
-        "NUM_WARPS": 8,
-        "NUM_STAGES": 4,
-        "EPILOGUE_SUBTILE": True,
-    },
-    {
-        "BLOCK_M": 128,
-        "BLOCK_N": 128,
-        "BLOCK_K": 64,
-        "NUM_WARPS": 8,
-        "NUM_STAGES": 4,
-        "EPILOGUE_SUBTILE": False,
-    },
-    {
-        "BLOCK_M": 128,
-        "BLOCK_N": 128,
-        "BLOCK_K": 64,
-        "NUM_WARPS": 4,
-        "NUM_STAGES": 4,
-        "EPILOGUE_SUBTILE": False,
-    },
-    {
-        "BLOCK_M": 128,
-        "BLOCK_N": 128,
-        "BLOCK_K": 128,
-        "NUM_WARPS": 8,
-        "NUM_STAGES": 3,
-        "EPILOGUE_SUBTILE": False,
-    },
-    {
-        "BLOCK_M": 256,
-        "BLOCK_N": 128,
-        "BLOCK_K": 64,
-        "NUM_WARPS": 8,
-        "NUM_STAGES": 3,
-        "EPILOGUE_SUBTILE": True,
-    },
-    {
-        "BLOCK_M": 128,
-        "BLOCK_N": 64,
-        "BLOCK_K": 64,
-        "NUM_WARPS": 4,
-        "NUM_STAGES": 5,
-        "EPILOGUE_SUBTILE": False,
-    },
-    {
-        "BLOCK_M": 64,
-        "BLOCK_N": 128,
-        "BLOCK_K": 64,
-        "NUM_WARPS": 4,
-        "NUM_STAGES": 5,
-        "EPILOGUE_SUBTILE": False,
-    },
+# The matmul pools below are the leaders of a wider per-shape search on an H200
+# (python -m benchmarks.probes.matmul_search; results/matmul_search_h200.json), plus a few
+# untried neighbours (host-side TMA descriptors: no descriptor set-up inside a 30 us kernel).
+
+
+def _tma(bm, bn, bk, w, s, sub, ws, flat, group=8, desc="device"):
+    return (
+        "matmul_persistent_tma",
+        {
+            "BLOCK_M": bm,
+            "BLOCK_N": bn,
+            "BLOCK_K": bk,
+            "NUM_WARPS": w,
+            "NUM_STAGES": s,
+            "EPILOGUE_SUBTILE": sub,
+            "WARP_SPECIALIZE": ws,
+            "FLATTEN": flat,
+            "GROUP": group,
+            "DESCRIPTORS": desc,
+        },
+    )
+
+
+def _sk(bm, bn, bk, split, w, s, group=1, desc="device", ws=False):
+    return (
+        "matmul_splitk_tma",
+        {
+            "BLOCK_M": bm,
+            "BLOCK_N": bn,
+            "BLOCK_K": bk,
+            "SPLIT_K": split,
+            "NUM_WARPS": w,
+            "NUM_STAGES": s,
+            "GROUP": group,
+            "DESCRIPTORS": desc,
+            "WARP_SPECIALIZE": ws,
+        },
+    )
+
+
+def _tiled(bm, bn, bk, w, s, group=1):
+    return (
+        "matmul_tiled",
+        {
+            "BLOCK_M": bm,
+            "BLOCK_N": bn,
+            "BLOCK_K": bk,
+            "NUM_WARPS": w,
+            "NUM_STAGES": s,
+            "GROUP": group,
+        },
+    )
+
+
+_DECODE = [  # weight streaming: BLOCK_M 16, many programs along N, split K where N is short
+    _sk(16, 128, 128, 1, 4, 4, desc="host"),
+    _sk(16, 128, 128, 1, 4, 3, desc="host"),
+    _sk(16, 64, 128, 1, 4, 4, desc="host"),
+    _sk(16, 64, 256, 2, 4, 3),
+    _sk(16, 64, 256, 2, 4, 3, desc="host"),
+    _sk(16, 128, 128, 4, 4, 3),
+    _sk(16, 64, 256, 1, 4, 4),
+    _sk(16, 64, 128, 4, 4, 3),
 ]
 
-_SPLITK_SMALL_M = [  # decode: stream the weight with as many bytes in flight as fit
-    {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 256, "NUM_WARPS": 2, "NUM_STAGES": 4},
-    {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 256, "NUM_WARPS": 4, "NUM_STAGES": 5},
-    {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 512, "NUM_WARPS": 4, "NUM_STAGES": 3},
-    {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 256, "NUM_WARPS": 4, "NUM_STAGES": 4},
-    {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 512, "NUM_WARPS": 4, "NUM_STAGES": 3},
-    {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "NUM_WARPS": 4, "NUM_STAGES": 6},
-    {"BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 128, "NUM_WARPS": 4, "NUM_STAGES": 5},
-    {"BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 256, "NUM_WARPS": 8, "NUM_STAGES": 4},
+_TINY = [
+    _tiled(*t)
+    for t in [
+        (32, 32, 128, 4, 2),
+        (32, 64, 64, 4, 3),
+        (32, 64, 128, 4, 2),
+        (64, 32, 128, 4, 2),
+        (64, 32, 128, 4, 1),
+    ]
 ]
 
-_SPLITK_DEEP = [
-    {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "NUM_WARPS": 8, "NUM_STAGES": 4, "GROUP": 8},
-    {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "NUM_WARPS": 4, "NUM_STAGES": 4, "GROUP": 8},
-    {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "NUM_WARPS": 8, "NUM_STAGES": 3, "GROUP": 8},
-    {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "NUM_WARPS": 4, "NUM_STAGES": 5, "GROUP": 8},
+_SMALL = [
+    _tiled(*t, group=8)
+    for t in [(64, 32, 128, 4, 3), (64, 64, 128, 4, 3), (64, 64, 128, 4, 4), (32, 64, 128, 4, 3)]
+]
+
+_DEEP_K = [  # K >= 4 max(M, N): one wave of 128 programs, by 128x64 tiles or by 2 splits
+    # cuBLAS (ncu, 1024x1024x8192) runs 128 tiles of 128x64, no split, 2-CTA clusters.
+    _sk(128, 64, 64, 1, 4, 6, group=8),
+    _sk(128, 64, 64, 1, 8, 6, group=8, ws=True),
+    _sk(128, 64, 64, 1, 8, 6, group=8, desc="host", ws=True),
+    _sk(128, 64, 128, 1, 4, 4, group=8),
+    _sk(128, 64, 128, 1, 8, 4, group=8, ws=True),
+    _sk(128, 128, 64, 2, 8, 4, group=8),
+    _sk(128, 128, 128, 2, 8, 3, group=8),
+    _sk(128, 128, 64, 2, 4, 4, group=8),
+    _sk(128, 128, 64, 2, 8, 4, group=8, desc="host"),
+    _sk(128, 128, 128, 2, 8, 3, group=8, desc="host"),
+    _sk(128, 128, 64, 2, 8, 4, group=8, desc="host", ws=True),
+    _sk(128, 128, 64, 2, 8, 3, group=8, desc="host", ws=True),
+    _sk(256, 128, 64, 4, 8, 3, group=8, desc="host", ws=True),
+    _sk(128, 256, 64, 4, 8, 3, group=8, desc="host", ws=True),
+]
+
+_LARGE = [
+    _tma(128, 256, 64, 8, 3, True, True, True),
+    _tma(128, 256, 64, 8, 3, True, True, True, desc="host"),
+    _tma(128, 256, 64, 8, 4, True, True, True),
+    _tma(128, 256, 64, 8, 3, False, True, True),
+    _tma(128, 256, 64, 8, 3, False, True, True, desc="host"),
+    _tma(128, 256, 64, 8, 3, True, True, True, group=4),
+    _tma(128, 128, 64, 8, 4, False, True, True, group=16),
+    _tiled(128, 256, 64, 8, 4, group=8),
+    _tiled(128, 256, 64, 8, 3, group=8),
+    _sk(128, 256, 64, 1, 8, 3, group=8),
+    _sk(128, 256, 64, 1, 8, 3, group=8, desc="host"),
+    _sk(128, 256, 64, 1, 8, 3, group=8, desc="host", ws=True),
+    _sk(128, 256, 64, 1, 8, 4, group=8, desc="host", ws=True),
 ]
 
 
 def matmul_pool(problem: Problem) -> list[tuple[str, dict]]:
     m, n, k = problem.shape
-    pool: list[tuple[str, dict]] = []
     if m <= 64:
-        for tile in _SPLITK_SMALL_M:
-            for split in (1, 2, 4):
-                pool.append(("matmul_splitk", dict(tile, SPLIT_K=split, GROUP=1)))
-        return pool
+        return list(_DECODE)
     if m * n <= 256 * 256:  # tiny: a handful of programs, latency matters most
-        for bm, bn, bk, w, s in [
-            (64, 64, 64, 4, 2),
-            (64, 32, 128, 4, 2),
-            (32, 64, 64, 4, 3),
-            (128, 128, 64, 8, 2),
-            (64, 64, 128, 4, 1),
-            (32, 32, 128, 4, 2),
-            (128, 128, 128, 8, 1),
-        ]:
-            pool.append(
-                (
-                    "matmul_tiled",
-                    {
-                        "BLOCK_M": bm,
-                        "BLOCK_N": bn,
-                        "BLOCK_K": bk,
-                        "NUM_WARPS": w,
-                        "NUM_STAGES": s,
-                        "GROUP": 1,
-                    },
-                )
-            )
-            pool.append(
-                (
-                    "matmul_splitk",
-                    {
-                        "BLOCK_M": bm,
-                        "BLOCK_N": bn,
-                        "BLOCK_K": bk,
-                        "NUM_WARPS": w,
-                        "NUM_STAGES": s,
-                        "GROUP": 1,
-                        "SPLIT_K": 2,
-                    },
-                )
-            )
-        return pool
-    for tile in _TMA_TILES:
-        for ws in (False, True):
-            for desc in ("device",):  # host descriptors cost ~20 us more host time per call
-                for group in (8, 16) if m * n >= 4096 * 4096 else (8,):
-                    pool.append(
-                        (
-                            "matmul_persistent_tma",
-                            dict(tile, WARP_SPECIALIZE=ws, GROUP=group, DESCRIPTORS=desc),
-                        )
-                    )
-    pool.append(
-        (
-            "matmul_tiled",
-            {
-                "BLOCK_M": 128,
-                "BLOCK_N": 256,
-                "BLOCK_K": 64,
-                "NUM_WARPS": 8,
-                "NUM_STAGES": 3,
-                "GROUP": 8,
-            },
-        )
-    )
-    pool.append(
-        (
-            "matmul_tiled",
-            {
-                "BLOCK_M": 128,
-                "BLOCK_N": 128,
-                "BLOCK_K": 64,
-                "NUM_WARPS": 4,
-                "NUM_STAGES": 4,
-                "GROUP": 8,
-            },
-        )
-    )
-    tiles_128 = -(-m // 128) * -(-n // 128)
-    if k >= 4 * max(m, n) or tiles_128 < 132:  # too few tiles to fill the SMs: split K
-        for tile in _SPLITK_DEEP:
-            for split in (2, 3, 4):
-                pool.append(("matmul_splitk", dict(tile, SPLIT_K=split)))
-    return pool
+        return list(_TINY)
+    if m * n <= 512 * 512:
+        return list(_SMALL)
+    if k >= 4 * max(m, n):
+        return list(_DEEP_K)
+    return list(_LARGE)
 
 
 def rowwise_pool(problem: Problem) -> list[dict]:

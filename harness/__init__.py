@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness.config import EvalConfig, Limits
+from harness.precompile import PrecompileResult, precompile
 from harness.results import (
     Backend,
     Candidate,
@@ -32,12 +33,14 @@ __all__ = [
     "EvalConfig",
     "Evaluation",
     "Limits",
+    "PrecompileResult",
     "Profile",
     "Regime",
     "Verdict",
     "benchmark",
     "device_ceilings",
     "evaluate",
+    "precompile",
     "profile",
 ]
 

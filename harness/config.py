@@ -44,6 +44,10 @@ class EvalConfig:
     network_isolation: bool = True
     fs_isolation: bool = True
     keep_dir: bool = False  # keep the sandbox folders (debugging)
+    # compute-sanitizer on the smoke case after the value checks pass (GPU only; slow: for
+    # re-verifying a final best, not the inner loop). Any reported error -> INCORRECT.
+    sanitize: bool = False
+    sanitize_tools: tuple[str, ...] = ("memcheck",)  # add "racecheck" for shared-memory races
 
     def samples(self) -> tuple[int, int, float]:
         """(min, max, target relative standard error) of the timing stopping rule."""

@@ -4,6 +4,7 @@ Phases, each a fresh sandboxed process (R3.1):
   1. oracle_prepare  (trusted)   inputs from secret seeds -> cases.pt in the scratch folder
   2. candidate_cases (untrusted) every case, poisoned + guarded outputs -> outputs.pt
   3. oracle_check    (trusted)   references computed only now, after the candidate exited
+  3b. candidate_sanitize (untrusted, opt-in: config.sanitize) under compute-sanitizer
   4. candidate_time  (untrusted) candidate and baselines interleaved; a few timed outputs kept
   5. oracle_recheck  (trusted)   those timed outputs and one fresh call, against references
 The parent (this module) never initialises CUDA and never imports candidate code.
@@ -20,10 +21,11 @@ import time
 from pathlib import Path
 
 from harness import device as device_mod
-from harness import static_scan, timing
+from harness import gpu_state, sanitizer, static_scan, timing
 from harness.baselines import applicable
 from harness.config import TIMING_PROTOCOL, EvalConfig
 from harness.ops import resolve_op
+from harness.precompile import keep_cache, seed_cache
 from harness.results import (
     Backend,
     Candidate,
@@ -107,6 +109,7 @@ def evaluate(
     except _Stop as stop:
         ev = stop.evaluation
     finally:
+        keep_cache(root / "sandbox", candidate, gpu=gpu)  # by source hash
         if not config.keep_dir:
             shutil.rmtree(root, ignore_errors=True)
     return _finish(ev, started)
@@ -176,6 +179,7 @@ def _pipeline(
 ) -> None:
     workdir = root / "sandbox"
     workdir.mkdir()
+    seed_cache(workdir, candidate, gpu=gpu)  # this source's kernels, if compiled
     dev = "cuda" if gpu else "cpu"
     base_job = {
         "problem": problem.to_dict(),
@@ -211,6 +215,8 @@ def _pipeline(
     if error and error["kind"] != "raised":
         ev.verdict = Verdict.CRASH if error["kind"] == "cuda_fault" else Verdict.COMPILE_ERROR
         ev.error = f"run() failed on case {error['case']}: {error['detail'][-1500:]}"
+        if error["kind"] == "compile":  # built lazily in prepare()/run(), and that failed
+            ev.compile = dataclasses.replace(ev.compile, ok=False, log=error["detail"][-6000:])
         raise _Stop(ev)
     check = _child(
         ev,
@@ -240,9 +246,59 @@ def _pipeline(
         ev.verdict = Verdict.INCORRECT
         ev.error = "; ".join(f"{s.name}: {s.detail}" for s in failed)
         raise _Stop(_finish(ev, time.monotonic()))
-    if any(f.severity == "reject" for f in ev.findings) or not config.time_candidate:
+    if any(f.severity == "reject" for f in ev.findings):
+        return
+    if config.sanitize:
+        _sanitize(ev, candidate, problem, config, gpu, workdir, base_job)
+    if not config.time_candidate:
         return
     _time(ev, candidate, problem, config, gpu, workdir, base_job)
+
+
+def _sanitize(
+    ev: Evaluation,
+    candidate: Candidate,
+    problem: Problem,
+    config: EvalConfig,
+    gpu: bool,
+    workdir: Path,
+    base_job: dict,
+) -> None:
+    """compute-sanitizer stage (harness/sanitizer.py). A reported error rejects as INCORRECT:
+    an out-of-bounds or racy access is a wrong kernel that happened to produce the right
+    values here (like a guard-band hit), not proof of intent to fool the timer, so CHEAT
+    would mislabel it; CRASH is for a sandbox that died, which this one need not do."""
+    if not gpu:
+        ev.findings.append(Finding("sanitizer", "warn", "compute-sanitizer needs a GPU: skipped"))
+        return
+    job = {
+        **base_job,
+        "source": candidate.source,
+        "backend": str(candidate.backend),
+        "seed": secrets.randbits(62),
+    }
+    wall = 2 * config.limits.wall_s + (
+        config.compile_wall_s if candidate.backend is Backend.CUDA else 0
+    )
+    reports = {}
+    for tool in config.sanitize_tools:
+        rep = sanitizer.run(
+            tool, job, str(workdir), limits=config.limits, wall_s=wall, env_extra=_env(gpu)
+        )
+        reports[tool] = rep.to_dict()
+        if not rep.ran:
+            ev.findings.append(
+                Finding("sanitizer", "warn", f"{tool} did not run: {rep.note[-500:]}")
+            )
+            continue
+        detail = "; ".join(rep.first_errors[:4]) if rep.errors else ""
+        ev.stages.append(StageResult(f"sanitize_{tool}", rep.errors == 0, None, 1, detail[:500]))
+        if rep.errors:
+            ev.verdict = Verdict.INCORRECT
+            ev.error = f"compute-sanitizer {tool}: {rep.errors} error(s): {detail[:1500]}"
+    ev.checks["sanitizer"] = reports
+    if ev.verdict is Verdict.INCORRECT:
+        raise _Stop(ev)
 
 
 def _stage_rank(name: str) -> int:
@@ -350,16 +406,11 @@ def _time(
         ev.verdict = Verdict.INCORRECT
         ev.error = f"recheck_after_timing: {recheck['detail']}"
     checks = _cross_checks(samples, res, child_wall, ev)  # on the raw samples
-    overhead = _sync_overhead_us(samples)
-    if overhead:
-        # The device-wide sync before the end event adds a constant host round trip (~25 us
-        # on an H100). Measured on the trusted baselines in this same run, it is subtracted
-        # from every synced sample, so side-stream work stays counted and honest times are
-        # not inflated. The raw samples stay in the child's result.
-        for s in samples.values():
-            s["synced"] = [
-                max(x - overhead, p) for x, p in zip(s["synced"], s["plain"], strict=True)
-            ]
+    synced = {n: v["synced"] for n, v in samples.items()}
+    plain = {n: v["plain"] for n, v in samples.items()}
+    corrected, tails = timing.reported_us(synced, plain, [n for n in samples if n != "candidate"])
+    for name, values in corrected.items():
+        samples[name]["synced"] = values  # the raw samples stay in the child's result
     stats = {name: timing.summarize(s["synced"] or s["host"]) for name, s in samples.items()}
     timings = Timings(
         regime=config.regime,
@@ -377,23 +428,30 @@ def _time(
         lo_ci, hi_ci = timings.speedup_ci[first]
         timings.noise = (hi_ci - lo_ci) / 2 / timings.speedups[first]
     ev.timings = timings
-    ev.checks = {**checks, "sync_overhead_subtracted_us": overhead}
+    ev.checks = {**ev.checks, **checks, "sync_tail_us": tails}
     ev.checks["baseline_errors"] = res.get("baseline_errors", {})
+    if res.get("preroll"):
+        ev.checks["preroll"] = res["preroll"]
     _roofline(ev, op, problem)
-
-
-def _sync_overhead_us(samples: dict) -> float:
-    refs = [
-        statistics.median([x - p for x, p in zip(v["synced"], v["plain"], strict=True)])
-        for k, v in samples.items()
-        if k != "candidate" and v["synced"]
-    ]
-    return max(0.0, min(refs)) if refs else 0.0
 
 
 def _cross_checks(samples: dict, res: dict, child_wall: float, ev: Evaluation) -> dict:
     """Side-stream (synced vs plain events), host timer vs events, and wall-clock sanity."""
     checks: dict = {"clocks": res.get("clocks")}
+    state = res.get("gpu_state")
+    if state:
+        checks["gpu_state"] = state
+        throttled = gpu_state.throttle_during(state.get("before", {}), state.get("after", {}))
+        if throttled:
+            # Warn only: the baselines ran interleaved under the same clocks, so the ratio
+            # holds; the absolute times and % of roof are low.
+            ev.findings.append(
+                Finding(
+                    "clock_throttle",
+                    "warn",
+                    f"GPU clocks were limited while timing: {', '.join(throttled)}",
+                )
+            )
     cand = samples["candidate"]
     if cand["synced"]:
         synced, plain = statistics.median(cand["synced"]), statistics.median(cand["plain"])
@@ -423,7 +481,12 @@ def _cross_checks(samples: dict, res: dict, child_wall: float, ev: Evaluation) -
             )
         host = statistics.median(cand["host"])
         checks["host_vs_events"] = {"host_us": host, "events_us": synced}
-        if synced < 0.5 * host and host - synced > 100.0:
+        # Only meaningful when the GPU queue was empty at the call (SERVER regime): with the
+        # OFFLINE pre-roll the host also waits out queued refill and flush work, which is not
+        # the candidate's (it flagged an honest rmsnorm, 93 vs 215 us, H200 2026-11-22). Host
+        # work hidden behind the pre-roll cannot read the inputs without waiting for the spin.
+        pre_rolled = bool((res.get("preroll") or {}).get("candidate"))
+        if not pre_rolled and synced < 0.5 * host and host - synced > 100.0:
             ev.findings.append(
                 Finding(
                     "timer_mismatch",

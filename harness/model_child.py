@@ -8,10 +8,12 @@ parent can tell the user "get_inputs() raised ..." rather than "the sandbox fail
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import json
 import os
+import statistics
 import sys
 import time
 import traceback
@@ -250,7 +252,7 @@ def verify(job: dict) -> dict:
         samples["original"].synced_us or samples["original"].host_us,
         samples["substituted"].synced_us or samples["substituted"].host_us,
     )
-    return {
+    result = {
         "ok": True,
         "device": device,
         "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu",
@@ -263,6 +265,92 @@ def verify(job: dict) -> dict:
         "speedup_ci": [lo, hi],
         "regime": regime.value,
     }
+    if device == "cuda" and job.get("extra_timings", True):
+        # Two more views of the same pair, each with one protocol for both sides:
+        # launch-bound eager (an idle GPU before every call, so the host's Python and kernel
+        # launches are in the time, as for an eager caller that waits on each forward), and
+        # CUDA-graph replay (no host work at all: what the kernels alone give end to end).
+        result["launch_bound"] = _timed_pair(
+            {"original": original, "substituted": substituted},
+            Regime.SERVER,
+            job,
+        )
+        result["graphed"] = _graphed(model, inputs, patcher, ref, job)
+        patcher.enabled = True
+    return result
+
+
+def _timed_pair(fns: dict, regime, job: dict) -> dict:
+    """original vs substituted under one protocol: medians, ratio and its bootstrap interval."""
+    from harness import timing
+
+    samples = timing.time_interleaved(
+        fns,
+        regime=regime,
+        min_samples=int(job.get("min_samples", 10)),
+        max_samples=int(job.get("max_samples", 50)),
+        target_rel_err=0.01,
+        warmup_calls=3,
+        max_seconds=float(job.get("max_timing_s", 60)),
+    )
+    orig = samples["original"].synced_us
+    sub = samples["substituted"].synced_us
+    o_med, s_med = statistics.median(orig), statistics.median(sub)
+    lo, hi = timing.speedup_ci(orig, sub)
+    return {
+        "regime": regime.value,
+        "original_us": o_med,
+        "substituted_us": s_med,
+        "speedup": o_med / s_med if s_med > 0 else None,
+        "speedup_ci": [lo, hi],
+        "samples": len(orig),
+        "timing": {name: dataclasses.asdict(s.stats()) for name, s in samples.items()},
+    }
+
+
+def _capture(model, inputs, patcher, enabled: bool):
+    """One forward, kernels substituted or not, captured in a CUDA graph: (graph, output).
+
+    Warm-up on a side stream first (as torch.cuda.graphs asks: lazy init, cuBLAS workspaces,
+    Triton compiles happen outside the capture). The graph reads `inputs` in place."""
+    patcher.enabled = enabled
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.no_grad():
+        for _ in range(2):
+            model(*inputs)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    # thread_local: a harness thread's CUDA call (heartbeat, clocks) must not void the capture.
+    with torch.no_grad(), torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        out = model(*inputs)
+    return graph, out
+
+
+def _graphed(model, inputs, patcher, ref, job: dict) -> dict:
+    """Both forwards as CUDA graphs, checked against the eager reference, then timed with the
+    same OFFLINE protocol. A model (or kernel) that cannot be captured is reported, not fatal:
+    the eager numbers stand on their own."""
+    from harness.results import Regime
+
+    try:
+        static = [_clone(x) for x in inputs]
+        graphs, outs = {}, {}
+        for name, enabled in (("original", False), ("substituted", True)):
+            graphs[name], outs[name] = _capture(model, static, patcher, enabled)
+        compare = {}
+        for name, graph in graphs.items():
+            graph.replay()
+            torch.cuda.synchronize()
+            compare[name] = _compare(ref, outs[name], job.get("tolerance"))
+        result = _timed_pair({n: g.replay for n, g in graphs.items()}, Regime.OFFLINE, job)
+        del graphs, outs
+        passed = all(c.get("passed") for c in compare.values())
+        return result | {"ok": passed, "compare": compare}
+    except Exception as exc:  # noqa: BLE001  (a capture failure is a finding, not a crash)
+        with contextlib.suppress(Exception):
+            torch.cuda.synchronize()
+        return {"ok": False, "error": _tail(exc)}
 
 
 def _clone(x):

@@ -21,6 +21,9 @@ class Patcher:
         self.hits: dict[str, int] = {}  # problem key -> kernel calls made
         self.skipped: list[str] = []  # modules a kernel matched by op but not by shape/params
         self.prepared: set[str] = set()  # keys whose kernel's prepare() has run
+        # Per-call inputs that depend only on the module (rotary's cos/sin repeated over the
+        # batch): built once, so a patched call launches the kernel and nothing else.
+        self.cache: dict[tuple, tuple[torch.Tensor, ...]] = {}
 
 
 def describe(module: torch.nn.Module, x: torch.Tensor) -> dict:
@@ -43,7 +46,9 @@ def describe(module: torch.nn.Module, x: torch.Tensor) -> dict:
     }
 
 
-def _inputs(op: str, module: torch.nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def _inputs(
+    op: str, module: torch.nn.Module, x: torch.Tensor, cache: dict | None = None
+) -> tuple[torch.Tensor, ...]:
     """The op's inputs (kernels/ops/<op> order) for this module call, as contiguous views."""
     if op == "matmul":
         a = x.reshape(-1, x.shape[-1]).contiguous()
@@ -57,7 +62,16 @@ def _inputs(op: str, module: torch.nn.Module, x: torch.Tensor) -> tuple[torch.Te
     if op == "rotary":
         b, t, h, d = x.shape
         cos, sin = module.cos, module.sin
-        return x.reshape(b * t, h, d).contiguous(), cos.repeat(b, 1), sin.repeat(b, 1)
+        # The op takes per-token cos/sin (b*t rows): the buffers repeated over the batch. Two
+        # copies and two allocations per call otherwise; the version counters notice a
+        # buffer written in place.
+        key = (id(module), b, cos.data_ptr(), cos._version, sin.data_ptr(), sin._version)
+        tables = cache.get(key) if cache is not None else None
+        if tables is None:
+            tables = (cos.repeat(b, 1), sin.repeat(b, 1))
+            if cache is not None:
+                cache[key] = tables
+        return (x.reshape(b * t, h, d).contiguous(), *tables)
     raise ValueError(f"no substitution for op {op!r}")
 
 
@@ -98,7 +112,7 @@ def patch(model: torch.nn.Module, kernels: dict) -> Patcher:
             if decided[memo] is None:
                 return _orig(*args, **kwargs)
             op, key = decided[memo]
-            inputs = _inputs(op, _m, x)
+            inputs = _inputs(op, _m, x, patcher.cache)
             out = torch.empty(_out_shape(op, _m, x), dtype=x.dtype, device=x.device)
             kernel = kernels[key]
             if key not in patcher.prepared and callable(getattr(kernel, "prepare", None)):

@@ -1,6 +1,12 @@
 """verify_model(source, winners) -> EndToEnd: the model with the winning kernels substituted
 (module patching, model_patch.py), checked against the unmodified model on the same inputs
 and timed against it, interleaved in one sandboxed process with the harness's protocol.
+
+On a GPU the pair is timed three ways, since "end to end" depends on who launches the work:
+eager under the OFFLINE protocol (its GPU pre-roll hides up to 2 ms of host launch work),
+eager launch-bound (idle GPU before each call: Python and launch costs count), and CUDA-graph
+replay (no host work: the kernels' own end-to-end effect, what Amdahl over kernel time
+predicts).
 """
 
 from __future__ import annotations
@@ -31,6 +37,12 @@ class EndToEnd:
     compare: dict = field(default_factory=dict)  # per output: rel_l2, max_abs, tolerance
     timing: dict = field(default_factory=dict)  # TimingStats of both, as dicts
     regime: str = ""
+    # The same pair timed two more ways on a GPU (empty elsewhere), see model_child.verify:
+    # launch_bound: eager with an idle GPU before each call (host launch cost included);
+    # graphed: both forwards replayed as CUDA graphs (kernel time only), with its own output
+    # check, or {"ok": False, "error": ...} where the model could not be captured.
+    launch_bound: dict = field(default_factory=dict)
+    graphed: dict = field(default_factory=dict)
     failure: ModelFailure | None = None
     message: str = ""
 
@@ -52,6 +64,8 @@ class EndToEnd:
             "compare": self.compare,
             "timing": self.timing,
             "regime": self.regime,
+            "launch_bound": self.launch_bound,
+            "graphed": self.graphed,
             "failure": self.failure.value if self.failure else None,
             "message": self.message,
         }
@@ -93,6 +107,8 @@ def verify_model(
         compare=r["compare"],
         timing=t,
         regime=r["regime"],
+        launch_bound=r.get("launch_bound", {}),
+        graphed=r.get("graphed", {}),
         failure=None if passed else ModelFailure.KERNEL,
         message=""
         if passed

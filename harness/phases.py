@@ -2,7 +2,8 @@
 
 trusted:   oracle_prepare (inputs for the candidate), oracle_check (references, after the
            candidate exited), oracle_recheck (timed outputs), ceilings, build_cublaslt
-untrusted: candidate_cases (correctness calls), candidate_time (timing), profile_target (ncu)
+untrusted: candidate_cases (correctness calls), candidate_time (timing), profile_target (ncu),
+           candidate_sanitize (under compute-sanitizer)
 
 Tensors travel as files in the candidate's scratch folder; trusted phases load them with
 torch.load(weights_only=True), so a tampered file cannot run code in a trusted process.
@@ -34,6 +35,8 @@ def run(phase: str, job: dict, isolation: dict) -> dict:
         "candidate_cases": candidate_cases,
         "candidate_time": candidate_time,
         "profile_target": profile_target,
+        "candidate_sanitize": candidate_sanitize,
+        "candidate_precompile": _precompile,
         "ceilings": ceilings,
         "build_cublaslt": build_cublaslt,
         "selftest_env": selftest_env,
@@ -245,9 +248,28 @@ def _is_cuda_fault(exc: BaseException) -> bool:
     return any(s in text for s in ("CUDA error", "AcceleratorError", "cudaError", "illegal memory"))
 
 
+_BUILD_FILES = ("torch/utils/cpp_extension.py", "harness/cuda_ext.py")
+_BUILD_MARKERS = ("Error building extension", "CUDA_HOME", "nvcc", "ninja")
+
+
 def _is_compile_error(exc: BaseException) -> bool:
+    """A Triton compile failure, or a CUDA C++ build that failed (or found no toolchain) when
+    the candidate built lazily in prepare()/run() instead of at import: the source never became
+    a kernel, so it is a compile error, not a wrong result."""
+    import subprocess
+
     mod = type(exc).__module__ or ""
-    return "triton" in mod and "Compil" in type(exc).__name__
+    if "triton" in mod and "Compil" in type(exc).__name__:
+        return True
+    if isinstance(exc, subprocess.CalledProcessError):
+        return True
+    frames = traceback.extract_tb(exc.__traceback__)
+    in_build = any(f.filename.replace("\\", "/").endswith(_BUILD_FILES) for f in frames)
+    text = str(exc)
+    return in_build and (
+        isinstance(exc, (OSError, RuntimeError, ImportError))
+        or any(m in text for m in _BUILD_MARKERS)
+    )
 
 
 def _prime() -> None:
@@ -418,7 +440,7 @@ def candidate_time(job: dict) -> dict:
     """Time candidate and baselines interleaved; keep a few timed outputs for re-checking."""
     import secrets
 
-    from harness import baselines, runtime, timing
+    from harness import baselines, gpu_state, runtime, timing
     from harness.results import Regime
 
     device = job["device"]
@@ -434,6 +456,10 @@ def candidate_time(job: dict) -> dict:
     if module is None:
         return {"compile": compile_info}
     sync = _sync(device)
+    if device == "cuda":
+        # Clocks and throttle reasons around timing (warn-only; harness/gpu_state.py).
+        uuid = gpu_state.device_uuid()
+        state_before = gpu_state.snapshot(uuid)
     n_sets = job.get("input_sets", 2)
     sets = {}
     for name in ["candidate", *base_fns.built]:
@@ -503,6 +529,8 @@ def candidate_time(job: dict) -> dict:
         max_seconds=job.get("max_seconds", 120.0),
         server_gap_ms=job.get("server_gap_ms", 2.0),
     )
+    if device == "cuda":
+        state_after = gpu_state.snapshot(uuid)  # before the GPU idles: the re-check follows
     if runtime._active_count() > threads_before:
         findings.append(
             {"check": "thread", "severity": "reject", "detail": "threads appeared while timing"}
@@ -521,11 +549,17 @@ def candidate_time(job: dict) -> dict:
             name: {"synced": s.synced_us, "plain": s.plain_us, "host": s.host_us}
             for name, s in samples.items()
         },
+        "preroll": {
+            name: {"us": s.preroll_us, "launch_us": s.launch_us, "table": s.preroll_table}
+            for name, s in samples.items()
+            if s.preroll_table
+        },
         "findings": _dedupe(findings),
         "baseline_errors": base_fns.errors,
     }
     if device == "cuda":
         result["clocks"] = _clocks()
+        result["gpu_state"] = {"before": state_before, "after": state_after}
     return result
 
 
@@ -564,6 +598,41 @@ def profile_target(job: dict) -> dict:
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_pop()
     return {"compile": compile_info}
+
+
+def candidate_sanitize(job: dict) -> dict:
+    """Run under compute-sanitizer (harness/sanitizer.py): the smoke shape and one odd sweep
+    shape, prepare() and two calls each. The verdict comes from the tool's log, read by the
+    parent; this only reports how many calls finished (a clean log of no calls proves nothing)."""
+    problem = Problem.from_dict(job["problem"])
+    op = resolve_op(problem.op, job.get("op_ref", ""))
+    device = job["device"]  # "cuda"; "cpu" only in the CPU tests of the wrapper itself
+    module, compile_info = _load_candidate(job)
+    if module is None:
+        return {"compile": compile_info, "calls": 0, "error": compile_info["log"][-1000:]}
+    odd = [p for p in op.sweep(problem) if p != problem and any(s % 2 for s in p.shape)]
+    shapes = [problem, *odd[len(odd) // 2 :][:1]]  # a mid-sized odd shape
+    calls = 0
+    try:
+        for i, p in enumerate(shapes):
+            spec = op.output_spec(p)
+            inputs = op.make_inputs(p, seed=job["seed"] + i, device=device)
+            if callable(getattr(module, "prepare", None)):
+                module.prepare(*[t.clone() for t in inputs])
+            for _ in range(2):
+                out = torch.full(spec.shape, float("nan"), dtype=spec.dtype, device=device)
+                module.run(*[t.clone() for t in inputs], out=out)
+                _sync(device)()
+                calls += 1
+    except BaseException as exc:  # noqa: BLE001  (the tool's log says what went wrong)
+        return {"calls": calls, "error": "".join(traceback.format_exception(exc))[-2000:]}
+    return {"calls": calls, "shapes": ["x".join(map(str, p.shape)) for p in shapes]}
+
+
+def _precompile(job: dict) -> dict:
+    from harness.precompile import child_phase  # import + compile-only calls, no timing
+
+    return child_phase(job)
 
 
 # ---------------------------------------------------------------- trusted: device facts

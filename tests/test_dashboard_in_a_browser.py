@@ -183,6 +183,6 @@ def test_it_goes_from_submit_to_a_pip_installed_download(up, tmp_path):  # noqa:
         download.value.save_as(zip_path)
         browser.close()
 
-    run = install_and_test(zip_path, "kf_norms_on_h100", tmp_path)
+    run = install_and_test(zip_path, "kf_norms_on_h100_demo_data", tmp_path)
     assert run.returncode == 0, run.output
     assert " passed" in run.output and "failed" not in run.output, run.output

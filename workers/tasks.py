@@ -60,8 +60,12 @@ def watchdog() -> list[int]:
     from django.conf import settings
 
     from webapp.jobs import services
+    from webapp.modeljobs import services as model_services
 
     services.tasks_send_unsent(older_than_s=settings.KF_WATCHDOG_INTERVAL_S)
-    return services.tasks_requeue_stale(
+    requeued = services.tasks_requeue_stale(
         stale_after_s=settings.KF_HEARTBEAT_STALE_S, max_attempts=settings.KF_TASK_MAX_ATTEMPTS
     )
+    # A model job whose last task was just given up verifies the problems that finished.
+    model_services.model_runs_settle()
+    return requeued

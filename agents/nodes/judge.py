@@ -21,7 +21,7 @@ from agents.context import RunContext
 from agents.reporting import AttemptVerdict, IterationEvent
 from agents.state import Best, OptimizeState, Pending, Record
 from agents.stopping import stop_reason, time_left
-from harness.results import Backend, Candidate, Evaluation, Verdict
+from harness.results import Evaluation, Verdict
 
 _FAILED: dict[Verdict, AttemptVerdict] = {
     Verdict.COMPILE_ERROR: AttemptVerdict.COMPILE_FAILED,
@@ -84,7 +84,7 @@ def judge(
     index = state.get("next_index", 0)
     best = state.get("best")
     seen = dict(state.get("seen", {}))
-    candidate = Candidate(source=item["source"], backend=Backend.TRITON, origin=item["origin"])
+    candidate = ctx.candidate(item["source"], item["family"], item["origin"])
     _prefetch(ctx, pending)
 
     evaluation: Evaluation | None = None
@@ -196,9 +196,7 @@ def judge(
 
 def _prefetch(ctx: RunContext, pending: list[Pending]) -> None:
     fresh = [
-        Candidate(source=p["source"], backend=Backend.TRITON, origin=p["origin"])
-        for p in pending
-        if not p["error"]
+        ctx.candidate(p["source"], p["family"], p["origin"]) for p in pending if not p["error"]
     ]
     fresh = [c for c in fresh if c.id not in ctx.prefetched]
     if fresh:

@@ -12,7 +12,7 @@ from langgraph.types import Command
 from agents.context import RunContext
 from agents.state import OptimizeState
 from agents.stopping import stop_reason, time_left
-from harness.results import Backend, Bottleneck, Candidate, Profile
+from harness.results import Bottleneck, Profile
 
 DIGEST_METRICS = 12  # the planner's prompt gets this many metrics at most (R6.4: compact)
 
@@ -25,7 +25,7 @@ def profiler(
     index = state.get("to_profile")
     update: dict[str, Any] = {"to_profile": None}
     if best is not None and index == best["index"]:
-        candidate = Candidate(source=best["source"], backend=Backend.TRITON, origin="best")
+        candidate = ctx.candidate(best["source"], best["family"], "best")
         started = time.monotonic()
         try:
             profile = ctx.evaluator.profile(candidate, ctx.problem, timeout_s=time_left(state, ctx))

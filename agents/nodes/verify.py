@@ -13,7 +13,6 @@ from langgraph.types import Command
 
 from agents.context import RunContext
 from agents.state import OptimizeState
-from harness.results import Backend, Candidate
 
 
 def verify(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Literal["__end__"]]:
@@ -21,7 +20,7 @@ def verify(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Litera
     best = state.get("best")
     if not ctx.config.final_verify or best is None or state.get("final") is not None:
         return Command(goto="__end__", update={"elapsed_s": ctx.elapsed()})
-    candidate = Candidate(source=best["source"], backend=Backend.TRITON, origin="best")
+    candidate = ctx.candidate(best["source"], best["family"], "best")
     budget = ctx.config.budget
     left = [ctx.config.eval_timeout_s]
     if budget.wall_s is not None:

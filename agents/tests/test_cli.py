@@ -31,6 +31,11 @@ def test_it_parses_a_budget_and_providers_into_one_config():
             "MY_KEY",
             "--plateau",
             "0",
+            "--precompile",
+            "on",
+            "--precompile-workers",
+            "3",
+            "--no-sanitize",
         ]
     )
     config = config_from_args(args, {"MY_KEY": "secret"})
@@ -38,6 +43,12 @@ def test_it_parses_a_budget_and_providers_into_one_config():
     assert config.planner is Provider.LLM and config.coder is Provider.OFFLINE
     assert config.llm.model == "openai/gpt-x" and config.llm.api_key == "secret"
     assert config.plateau is None
+    assert config.precompile is True and config.precompile_workers == 3
+    assert config.sanitize_final is False
+    default = config_from_args(
+        build_parser().parse_args(["optimize", "--op", "x", "--shape", "1"]), {}
+    )
+    assert default.precompile is None and default.sanitize_final is True  # auto: with a GPU
 
 
 def test_it_rejects_a_bad_problem_with_a_message(capsys):
@@ -102,6 +113,8 @@ def test_it_runs_a_whole_optimization_and_resumes_by_thread_id(tmp_path):
     assert lines[1]["verdict"] == "baseline" and lines[1]["index"] == 0
     summary = lines[-1]
     assert summary["stop_reason"] == "max_attempts" and summary["candidates_per_gpu_hour"] > 0
+    assert summary["candidates_per_wall_hour"] > 0
+    assert set(summary["compile"]) >= {"workers", "compile_s_saved", "used"}
     assert (tmp_path / "out" / "best.py").read_text() == lines[1]["source"]
 
     again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -14,11 +14,15 @@ from agents.reporting import AttemptVerdict
 from agents.tests import llm_script as script
 from agents.tests.fake_llm_server import FakeLLMServer, Reply
 from agents.tests.fakes import ListReporter
-from kernels import parse_problem
+from kernels import get_op, parse_problem
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEM = parse_problem("rmsnorm", "32x256", "fp32")
-POINT = {"MODE": "one_pass", "BLOCK_N": 1024, "ROWS": 4, "NUM_WARPS": 2, "EVICT_FIRST": False}
+_ROWWISE = next(f for f in get_op("rmsnorm").families() if f.name == "rmsnorm_rowwise")
+POINT = {
+    **_ROWWISE.default(PROBLEM),
+    **{"MODE": "one_pass", "BLOCK_N": 1024, "ROWS": 4, "NUM_WARPS": 2, "EVICT_FIRST": False},
+}
 TIMED = (AttemptVerdict.BASELINE, AttemptVerdict.KEPT, AttemptVerdict.REVERTED)
 
 pytestmark = pytest.mark.slow

@@ -2,6 +2,9 @@
 # The harness's GPU validation, one device call: GPU tests first (serial: they time), then the
 # CPU suite on the GPU (parallel). Numbers (JSON), logs and the recorded .ncu-rep end up in $OUT
 # as few files (the device tool returns at most 8).
+# test_gpu.py no longer fits one 600 s device call: split it with GPU_K, e.g.
+#   SKIP_SUITE=1 GPU_K='ceilings or itself or side_stream or cached or memory_bound' ...
+#   SKIP_SUITE=1 GPU_K='sanitizer or lazy or server or illegal or ncu or cuda_candidate' ...
 set -u
 OUT=${OUT:-gpu-out}
 RES=/tmp/kf-results

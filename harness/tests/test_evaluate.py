@@ -60,3 +60,11 @@ def test_it_says_cuda_candidates_need_a_gpu_when_there_is_none():
     cand = Candidate(source("honest_torch_matmul"), backend=Backend.CUDA)
     ev = evaluate(cand, problem, config=EvalConfig(device="cpu"))
     assert ev.verdict is Verdict.COMPILE_ERROR and "GPU" in ev.error
+
+
+def test_it_reports_a_cuda_build_that_fails_in_prepare_as_a_compile_error():
+    # Built lazily in prepare(): no CUDA toolchain here (CUDA_HOME unset), a compiler error on
+    # a GPU machine. Either way the source never became a kernel.
+    ev = run_fixture("exploit_lazy_build")
+    assert ev.verdict is Verdict.COMPILE_ERROR, (ev.verdict, ev.error)
+    assert not ev.compile.ok and ev.compile.log

@@ -1,4 +1,5 @@
-"""GPU-only: side streams, poisoned contexts, timing, baselines, ceilings, ncu, CUDA C++.
+"""GPU-only: side streams, poisoned contexts, timing, baselines, ceilings, ncu, CUDA C++,
+memory-bound timing vs CUDA-graph replay, compute-sanitizer, clocks.
 
 Run on an H100/H200 with `bash harness/tests/gpu_run.sh`; set KF_RESULTS_DIR to keep the
 numbers (JSON) and the recorded .ncu-rep.
@@ -28,6 +29,7 @@ from harness.tests.conftest import checks, run_fixture, source
 
 pytestmark = pytest.mark.gpu
 BIG = ("matmul", "4096x4096x4096")
+OOB_PROBLEM = ("rmsnorm", "1024x1000", "bf16")
 
 
 def _record(name: str, data: dict) -> None:
@@ -103,6 +105,124 @@ def test_it_catches_a_cached_result_on_reused_gpu_buffers():
     assert any(s.name == "recheck_after_timing" and not s.passed for s in ev.stages)
 
 
+def _graph_us(fn, flush=None, reps: int = 20) -> float:
+    """Device time per call by CUDA-graph replay (no host launch cost); with `flush`, each call
+    is preceded by the L2 flush and the flush alone is subtracted: the cold-L2 kernel time,
+    the quantity the OFFLINE regime should report."""
+    import torch
+
+    def body() -> None:
+        for _ in range(reps):
+            if flush is not None:
+                flush()
+            if fn is not None:
+                fn()
+
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        body()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            body()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(7):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1000 / reps)
+    times.sort()
+    return times[len(times) // 2]
+
+
+@pytest.mark.parametrize("shape", ["8192x8192", "256x1024"])
+def test_a_short_memory_bound_kernel_reads_close_to_its_graph_replay_time(shape):
+    """The OFFLINE pre-roll must hide a Triton kernel's ~30 us Python launch without raising a
+    timer_mismatch or side_stream false positive, and report ~ its cold-L2 device time."""
+    import torch
+
+    from harness.timing import l2_flush_buffer
+    from kernels.candidate import load_module
+
+    problem = kernels.parse_problem("rmsnorm", shape, "bf16")
+    op = kernels.get_op("rmsnorm")
+    family = op.families()[0]
+    src = family.render(problem, family.default(problem))
+    ev = evaluate(Candidate(src), problem, config=EvalConfig(quick=True, baselines=("torch",)))
+    module = load_module(src, name=f"kf_membound_{shape}")
+    inputs = op.make_inputs(problem, seed=1, device="cuda")
+    spec = op.output_spec(problem)
+    out = torch.empty(spec.shape, dtype=spec.dtype, device="cuda")
+    buf = l2_flush_buffer()
+    cand = lambda: module.run(*inputs, out=out)  # noqa: E731
+    torch_fn = lambda: op.baseline(problem, *inputs, out=out)  # noqa: E731
+    flush_us = _graph_us(None, buf.zero_)
+    graph = {
+        "candidate_warm_us": _graph_us(cand),
+        "candidate_cold_us": _graph_us(cand, buf.zero_) - flush_us,
+        "torch_warm_us": _graph_us(torch_fn),
+        "torch_cold_us": _graph_us(torch_fn, buf.zero_) - flush_us,
+        "flush_us": flush_us,
+    }
+    offline = ev.timings.candidate.median_us if ev.timings else None
+    torch_offline = ev.timings.baselines["torch"].median_us if ev.timings else None
+    summary = {**_timing_summary(ev), "graph_replay": graph, "family": family.name}
+    _record(f"membound_rmsnorm_{shape}_bf16", summary)
+    print(f"rmsnorm {shape}: offline {offline} us (torch {torch_offline}); graph {graph}")
+    assert ev.verdict is Verdict.PASSED, ev.error
+    assert not {"timer_mismatch", "side_stream"} & checks(ev), ev.findings
+    # Never over-credited, and within 15 % or a fixed few us of its graph replay. The fixed
+    # part: an event pair costs ~1-2 us a replay does not, and the tail rule charges an
+    # honest tiny kernel ~3 us of sync-timing difference (conservative on purpose: a side
+    # stream must not hide there). H200, 2026-11-22: 7.5 us reported vs 2.5 us replayed.
+    cold = graph["candidate_cold_us"]
+    assert 0.85 * cold <= offline <= max(1.15 * cold, cold + 8.0), (offline, graph)
+
+
+def test_the_sanitizer_catches_an_out_of_bounds_read_the_value_checks_miss():
+    problem = kernels.parse_problem(*OOB_PROBLEM)
+    ev = run_fixture("exploit_oob_read", problem, sanitize=True, time_candidate=False)
+    _record("exploit_oob_read_sanitize", _timing_summary(ev))
+    value_stages = [s for s in ev.stages if not s.name.startswith("sanitize_")]
+    assert value_stages and all(s.passed for s in value_stages), ev.stages
+    assert ev.verdict is Verdict.INCORRECT, (ev.verdict, ev.error, ev.findings)
+    memcheck = next(s for s in ev.stages if s.name == "sanitize_memcheck")
+    assert not memcheck.passed and "read" in memcheck.detail.lower(), memcheck
+
+
+def test_the_sanitizer_passes_an_honest_kernel_under_memcheck_and_racecheck():
+    problem = kernels.parse_problem(*OOB_PROBLEM)
+    ev = run_fixture(
+        "honest_triton_rmsnorm",
+        problem,
+        sanitize=True,
+        sanitize_tools=("memcheck", "racecheck"),
+        time_candidate=False,
+    )
+    _record("honest_rmsnorm_sanitize", _timing_summary(ev))
+    assert ev.verdict is Verdict.PASSED, (ev.error, ev.findings)
+    assert {"sanitize_memcheck", "sanitize_racecheck"} <= {s.name for s in ev.stages}
+
+
+def test_it_reports_a_failed_lazy_cuda_build_as_a_compile_error():
+    ev = run_fixture("exploit_lazy_build")
+    _record("lazy_cuda_build", {"verdict": ev.verdict.value, "log": ev.compile.log[-1500:]})
+    assert ev.verdict is Verdict.COMPILE_ERROR, (ev.verdict, ev.error)
+
+
+def test_it_times_the_server_regime_and_torch_compile():
+    problem = kernels.parse_problem("matmul", "1024x1024x1024", "fp16", "NN")
+    ev = run_fixture(
+        "honest_triton_matmul", problem, regime=Regime.SERVER, baselines=("torch", "compile")
+    )
+    _record("server_regime_1024_fp16", _timing_summary(ev))
+    assert ev.verdict is Verdict.PASSED, ev.error
+    assert ev.timings.regime is Regime.SERVER
+    assert "compile" in ev.timings.baselines, ev.checks.get("baseline_errors")
+
+
 def test_it_survives_an_illegal_memory_access_and_the_gpu_stays_usable():
     ev = run_fixture("exploit_illegal_address")
     assert ev.verdict is Verdict.CRASH, (ev.verdict, ev.error)
@@ -119,7 +239,8 @@ def test_it_profiles_exactly_the_candidate_kernel_with_ncu():
     assert Path(prof.report_path).exists()
     out = os.environ.get("KF_RESULTS_DIR")
     if out:
-        shutil.copy(prof.report_path, Path(out) / "h100_triton_matmul_4096_fp16.ncu-rep")
+        tag = "h200" if "H200" in device_ceilings().name else "h100"
+        shutil.copy(prof.report_path, Path(out) / f"{tag}_triton_matmul_4096_fp16.ncu-rep")
     _record("profile_triton_matmul_4096_fp16", prof.to_dict())
 
 
@@ -140,14 +261,3 @@ def test_it_builds_a_cuda_candidate_once_and_reports_its_resources():
             "timing": _timing_summary(first),
         },
     )
-
-
-def test_it_times_the_server_regime_and_torch_compile():
-    problem = kernels.parse_problem("matmul", "1024x1024x1024", "fp16", "NN")
-    ev = run_fixture(
-        "honest_triton_matmul", problem, regime=Regime.SERVER, baselines=("torch", "compile")
-    )
-    _record("server_regime_1024_fp16", _timing_summary(ev))
-    assert ev.verdict is Verdict.PASSED, ev.error
-    assert ev.timings.regime is Regime.SERVER
-    assert "compile" in ev.timings.baselines, ev.checks.get("baseline_errors")

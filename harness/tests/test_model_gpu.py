@@ -43,3 +43,23 @@ def test_it_verifies_a_substituted_matmul_on_the_gpu():
     )
     assert result.ok, result.message
     assert result.hits == {"matmul/32x128x64/bf16/NT": 1} and result.regime == "offline"
+
+
+def test_it_times_the_substituted_model_eager_launch_bound_and_as_cuda_graphs():
+    result = verify_model(
+        TINY_BF16,
+        [Winner("matmul/32x128x64/bf16/NT", MATMUL_KERNEL)],
+        device="cuda",
+        max_samples=20,
+    )
+    assert result.ok, result.message
+    graphed, bound = result.graphed, result.launch_bound
+    assert graphed.get("ok"), graphed.get("error")
+    assert graphed["compare"]["original"]["passed"] and graphed["compare"]["substituted"]["passed"]
+    assert bound["regime"] == "server" and graphed["regime"] == "offline"
+    for pair in (graphed, bound):
+        assert pair["original_us"] > 0 and pair["substituted_us"] > 0 and pair["samples"] >= 10
+        lo, hi = pair["speedup_ci"]
+        assert 0 < lo <= hi
+    # A replay launches no Python: at this size it is much faster than a launch-bound forward.
+    assert graphed["original_us"] < bound["original_us"]

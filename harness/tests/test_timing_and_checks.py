@@ -47,6 +47,15 @@ def test_it_stops_sampling_once_the_relative_error_is_small():
     assert len(out["a"].host_us) == len(out["b"].host_us)
 
 
+def test_it_picks_the_shortest_pre_roll_after_which_plain_events_stop_falling():
+    assert timing._preroll_ladder(40.0) == [40.0, 80.0, 160.0, 320.0]
+    assert timing._preroll_ladder(1500.0) == [1500.0, 2000.0]
+    # A launch the first estimate does not hide: 58 us, then 3 us from 80 us of spin on.
+    assert timing.pick_preroll([(40.0, 58.0), (80.0, 3.1), (160.0, 3.0), (320.0, 3.05)]) == 80.0
+    # Nothing changes (kernel-bound, or a side stream): keep the host estimate.
+    assert timing.pick_preroll([(40.0, 180.0), (80.0, 179.0), (160.0, 181.0)]) == 40.0
+
+
 def test_it_refuses_a_reference_with_nan():
     ref = torch.tensor([1.0, float("nan")])
     assert not closeness(ref.clone(), ref, TOL).ok
@@ -130,3 +139,20 @@ def test_it_flags_times_below_the_measured_roof_as_implausible():
     fake = ev_at(38.0)  # the side-stream number: 3.6 PFLOP/s
     assert fake.implausible and fake.pct_of_roof > 400
     assert not fake.ok
+
+
+def test_reported_times_charge_a_candidate_tail_beyond_the_sync_round_trip_only():
+    # The baseline's sync round trip jitters (20-60 us); the honest candidate's tail jitters
+    # the same way; a side-stream candidate's work goes on 80 us after it returns.
+    jitter = [20.0, 60.0, 35.0, 45.0, 40.0]
+    synced = {
+        "torch": [100.0 + j for j in jitter],
+        "honest": [3.0 + j for j in reversed(jitter)],
+        "side": [1.0 + 80.0 + j for j in jitter],
+    }
+    plain = {"torch": [100.0] * 5, "honest": [3.0] * 5, "side": [1.0] * 5}
+    out, tails = timing.reported_us(synced, plain, ["torch"])
+    assert tails["sync_round_trip_us"] == 40.0
+    assert out["honest"] == [3.0] * 5  # no jitter added to a 3 us kernel
+    assert out["torch"] == [100.0] * 5
+    assert out["side"] == [81.0] * 5  # its 80 us tail is charged

@@ -25,7 +25,7 @@ from webapp.jobs import services
 from webapp.jobs.models import Iteration, Job
 
 H100 = {
-    "name": "NVIDIA H100 80GB HBM3",
+    "name": "NVIDIA H100 80GB HBM3 (demo data)",
     "kind": "cuda",
     "torch": "2.11.0+cu128",
     "triton": "3.6.0",
@@ -54,7 +54,11 @@ PLAN: tuple[tuple[str, str, dict[str, Any]], ...] = (
         "Stream the input with evict-first, it is read exactly once.",
         {"EVICT_FIRST": True},
     ),
-    ("kept", "Two rows per program to keep more bytes in flight per SM.", {"ROWS": 2}),
+    (
+        "kept",
+        "Persistent grid, two programs per SM: prefetch the next rows while finishing these.",
+        {"PROGRAMS_PER_SM": 2},
+    ),
     ("compile_failed", "Widen the block to 16 rows; register pressure may spill.", {"ROWS": 16}),
     ("incorrect", "Skip the mask on full tiles (N is a multiple of the block).", {"BLOCK_N": 512}),
     (

@@ -1,14 +1,17 @@
 """Winning kernels as a zip that is an installable Python package (the API and the pages use this).
 
     <root>/pyproject.toml, README.md, manifest.json (the API's provenance manifest)
-    <root>/<pkg>/__init__.py      registers torch.ops.<pkg>.<op> on import
+    <root>/<pkg>/__init__.py      registers torch.ops.<pkg>.<op>, then patching.enable()
     <root>/<pkg>/dispatch.py      exact-shape table -> kernel, else fallbacks.py (PyTorch)
+    <root>/<pkg>/adapters.py      a public PyTorch call (F.rms_norm, F.linear, ...) -> an op
+    <root>/<pkg>/patching.py      wraps those public functions; disable() restores them
     <root>/<pkg>/kernels/*.py     the candidate sources exactly as the harness evaluated them
     <root>/<pkg>/dispatch.json, benchmark.json, provenance.json
-    <root>/<pkg>/tests/           each kernel vs PyTorch at small shapes; the dispatch choices
+    <root>/<pkg>/tests/           each kernel vs PyTorch at small shapes; the dispatch choices;
+                                  the replacement (won shapes -> kernel, every other call -> PyTorch)
 
-Test cases are computed here from kernels/ (each op's correctness sweep, kept small), so the
-package itself needs only torch and triton.
+Test cases and each winner's input description are computed here from kernels/ (each op's
+correctness sweep, kept small), so the package itself needs only torch and triton.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import io
 import json
 import math
 import re
+import sys
 import zipfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,6 +38,7 @@ from webapp.jobs.models import Job, Problem
 TEMPLATE_DIR = Path(__file__).resolve().parent / "template"
 MAX_TEST_ELEMENTS = 1 << 15  # per input: small enough for Triton's CPU interpreter
 MAX_TEST_CASES = 4  # per kernel
+MAX_DESCRIBED_ELEMENTS = 1 << 24  # won shapes up to this are sampled whole to describe inputs
 
 
 @dataclass(frozen=True)
@@ -58,28 +63,59 @@ def _torch_dtype(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def _describe(inputs: tuple[torch.Tensor, ...]) -> list[dict[str, Any]]:
+    """How the package's tests remake these inputs: shape, dtype and the values' spread."""
+    described = []
+    for t in inputs:
+        entry: dict[str, Any] = {"shape": list(t.shape), "dtype": _torch_dtype(t.dtype)}
+        if t.is_floating_point():
+            std = float(t.float().std()) if t.numel() > 1 else 1.0
+            entry["scale"] = round(std if math.isfinite(std) and std > 0 else 1.0, 4)
+            entry["shift"] = round(float(t.float().mean()), 4)
+        else:
+            entry["high"] = int(t.max()) + 1
+        described.append(entry)
+    return described
+
+
+def _won_inputs(spec: kernels.Problem) -> list[dict[str, Any]]:
+    """The winner's own inputs, described (a huge shape borrows the spread of the largest shape of
+    its sweep that is cheap to make: building a zip must not allocate gigabytes)."""
+    op = kernels.get_op(spec.op)
+    shapes = op.input_shapes(spec)
+    sample = spec
+
+    def size(p: kernels.Problem) -> int:
+        return sum(math.prod(s) for s in op.input_shapes(p))
+
+    if size(spec) > MAX_DESCRIBED_ELEMENTS:
+        small = sorted((p for p in op.sweep(spec) if p != spec), key=size)
+        fits = [p for p in small if size(p) <= MAX_DESCRIBED_ELEMENTS // 4]
+        sample = fits[-1] if fits else small[0]
+    described = _describe(op.make_inputs(sample, seed=0, device="cpu"))
+    for entry, shape in zip(described, shapes, strict=True):
+        entry["shape"] = list(shape)
+    return described
+
+
+def _contract(op_name_: str) -> dict[str, Any]:
+    """Constants a kernel computes with that a public PyTorch call passes as an argument."""
+    module = sys.modules[type(kernels.get_op(op_name_)).__module__]
+    eps = getattr(module, "EPS", None)
+    return {"eps": eps} if eps is not None else {}
+
+
 def _test_cases(problem: Problem, module: str) -> list[dict[str, Any]]:
     spec = kernels.Problem.from_dict(problem.to_dict())
     op = kernels.get_op(spec.op)
     cases = []
     for small in op.sweep(spec):
-        if small == spec:
-            continue
+        if small == spec or any(math.prod(s) > MAX_TEST_ELEMENTS for s in op.input_shapes(small)):
+            continue  # the won shape is tested by the package's replacement tests
         inputs = op.make_inputs(small, seed=0, device="cpu")
-        if any(t.numel() > MAX_TEST_ELEMENTS for t in inputs):
-            continue
         out = op.output_spec(small)
         tol = op.tolerance(small)
-        described = []
-        for t in inputs:
-            entry: dict[str, Any] = {"shape": list(t.shape), "dtype": _torch_dtype(t.dtype)}
-            if t.is_floating_point():
-                std = float(t.float().std()) if t.numel() > 1 else 1.0
-                entry["scale"] = round(std if math.isfinite(std) and std > 0 else 1.0, 4)
-                entry["shift"] = round(float(t.float().mean()), 4)
-            else:
-                entry["high"] = int(t.max()) + 1
-            described.append(entry)
+        described = _describe(inputs)
         cases.append(
             {
                 "id": f"{module}-{'x'.join(map(str, small.shape))}",
@@ -105,14 +141,20 @@ def _entry(winner: Winner, module: str) -> dict[str, Any]:
     spec = kernels.Problem.from_dict(problem.to_dict())
     op = kernels.get_op(spec.op)
     out = op.output_spec(spec)
+    tol = op.tolerance(spec)
     return {
         "name": op_name(problem),
         "module": module,
         "problem": problem.key,
+        "op": spec.op,
+        "layout": spec.layout,
         "input_shapes": [list(s) for s in op.input_shapes(spec)],
         "torch_dtype": _torch_dtype(spec.torch_dtype),
         "out_shape": list(out.shape),
         "out_dtype": _torch_dtype(out.dtype),
+        "inputs": _won_inputs(spec),
+        "rtol": tol.rtol,
+        "atol": tol.atol,
         "speedup": winner.iteration.speedup,
     }
 
@@ -189,6 +231,20 @@ def _readme(name: str, job: Job, job_url: str, entries: list[dict], missing: lis
         f"    python -c 'import {name}, torch; print(torch.ops.{name})'",
         f"    TRITON_INTERPRET=1 python -m pytest --pyargs {name}   # without a GPU",
         "",
+        f"`import {name}` replaces the public PyTorch functions of the ops below",
+        "(torch.nn.functional.rms_norm, layer_norm, softmax, cross_entropy, linear,",
+        "scaled_dot_product_attention; torch.matmul, torch.softmax, torch.sum): a call with a",
+        "winning kernel's exact shape (leading dims of row-wise ops count as rows), dtype,",
+        "contiguous layout, device and arguments (eps, no mask, no dtype cast) runs the kernel;",
+        "every other call, and every call autograd must record, runs PyTorch unchanged.",
+        "swiglu, rotary and fused matmul activations have no single PyTorch function: call",
+        f"`{name}.<op>(...)` or `torch.ops.{name}.<op>(...)`. A name imported before the",
+        "package (`from torch.nn.functional import linear`) and the `@` operator keep PyTorch.",
+        "",
+        f"    {name}.disable() / {name}.enable()   PyTorch's originals back / kernels again",
+        f"    {name}.stats()                       kernel runs and PyTorch fallbacks so far",
+        f"    {name.upper()}_NO_PATCH=1 (or KERNELFORGE_NO_PATCH=1)   import without replacing",
+        "",
         "| op | problem | speedup |",
         "|---|---|---|",
         *[f"| {e['name']} | {e['problem']} | {e['speedup']:.2f}x |" for e in entries],
@@ -212,16 +268,18 @@ def build_package(
         entries.append(_entry(winner, module))
         cases += _test_cases(winner.task.problem, module)
         p = winner.task.problem
-        ops[op_name(p)] = {"op": p.op, "layout": p.layout}
+        ops[op_name(p)] = {"op": p.op, "layout": p.layout, **_contract(p.op)}
     won = {w.task.problem_id for w in winners}
     missing = [p.key for p in problems if p.id not in won]
     for p in problems:  # problems with no winner still get their op registered (PyTorch only)
-        ops.setdefault(op_name(p), {"op": p.op, "layout": p.layout})
+        ops.setdefault(op_name(p), {"op": p.op, "layout": p.layout, **_contract(p.op)})
     table = {"ops": ops, "entries": entries, "fallback_for": missing}
     templates = {t.name.removesuffix(".tmpl"): t.read_text() for t in TEMPLATE_DIR.glob("*.tmpl")}
 
     def fill(text: str) -> str:
-        return text.replace("__PKG__", name).replace("__TITLE__", job.title.replace('"', "'"))
+        title = job.title.replace('"', "'")
+        env = f"{name.upper()}_NO_PATCH"
+        return text.replace("__PKG__", name).replace("__TITLE__", title).replace("__ENV__", env)
 
     files = {
         "pyproject.toml": _pyproject(name, job),
@@ -229,13 +287,17 @@ def build_package(
         "manifest.json": json.dumps(manifest(job, winners, problems), indent=2, sort_keys=True),
         f"{name}/__init__.py": fill(templates["__init__.py"]),
         f"{name}/dispatch.py": fill(templates["dispatch.py"]),
+        f"{name}/adapters.py": fill(templates["adapters.py"]),
+        f"{name}/patching.py": fill(templates["patching.py"]),
         f"{name}/fallbacks.py": templates["fallbacks.py"],
         f"{name}/dispatch.json": json.dumps(table, indent=2),
         f"{name}/benchmark.json": json.dumps(_benchmark(winners), indent=2),
         f"{name}/provenance.json": json.dumps(_provenance(job, winners, job_url), indent=2),
         f"{name}/kernels/__init__.py": "",
         f"{name}/tests/__init__.py": "",
+        f"{name}/tests/helpers.py": templates["helpers.py"],
         f"{name}/tests/test_kernels.py": templates["test_kernels.py"],
+        f"{name}/tests/test_replacement.py": templates["test_replacement.py"],
         f"{name}/tests/cases.json": json.dumps(cases, indent=2),
     }
     files.update({f"{name}/kernels/{m}.py": src for m, src in modules.items()})

@@ -317,10 +317,12 @@ def _job_settle(job_id: uuid.UUID) -> None:
     """Close the job once no task is active. Call inside a transaction holding the job row."""
     if Task.objects.filter(job_id=job_id, status__in=Task.ACTIVE).exists():
         return
-    statuses = set(Task.objects.filter(job_id=job_id).values_list("status", flat=True))
     cancel_requested = (
         Job.objects.filter(id=job_id).values_list("cancel_requested", flat=True).get()
     )
+    if not cancel_requested and Job.objects.filter(id=job_id, model_run__isnull=False).exists():
+        return  # a model job ends after its end-to-end check: webapp.modeljobs closes it
+    statuses = set(Task.objects.filter(job_id=job_id).values_list("status", flat=True))
     if cancel_requested:
         final = Job.Status.CANCELLED
     elif Task.Status.DONE in statuses:

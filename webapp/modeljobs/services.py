@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -141,30 +142,87 @@ def model_after_task(*, task_id: int) -> bool:
     job_id = Task.objects.filter(id=task_id).values_list("job_id", flat=True).first()
     if job_id is None:
         return False
+    return _optimizing_ended(job_id)
+
+
+# A run VERIFYING for this long without a result had its verify message lost (a broker
+# outage, a worker killed mid-check): the sweep sends it again. Well above the sandbox's
+# wall limit for the check, so a slow check is not duplicated while it still runs.
+VERIFY_RESEND_S = 1800.0
+
+
+def model_runs_settle(*, resend_after_s: float = VERIFY_RESEND_S) -> list[str]:
+    """The watchdog's sweep. Model runs still OPTIMIZING with no active task left move on to
+    VERIFYING: a task the watchdog gave up on (or one cancelled before it started) ends
+    without a reporter, so no model_after_task call follows it, and the problems that did
+    finish are verified from here. Runs VERIFYING for longer than `resend_after_s` get their
+    verify message again. Returns the job ids moved on from OPTIMIZING."""
+    stuck = (
+        ModelRun.objects.filter(status=S.OPTIMIZING)
+        .exclude(job__tasks__status__in=Task.ACTIVE)
+        .values_list("job_id", flat=True)
+    )
+    moved = [str(job_id) for job_id in list(stuck) if _optimizing_ended(job_id)]
+    cutoff = timezone.now() - timedelta(seconds=resend_after_s)
+    for run in ModelRun.objects.filter(status=S.VERIFYING, updated_at__lt=cutoff):
+        with transaction.atomic():
+            claimed = ModelRun.objects.filter(
+                pk=run.pk, status=S.VERIFYING, updated_at=run.updated_at
+            ).update(updated_at=timezone.now())
+            if claimed:
+                log.warning("model job %s: no end-to-end result yet; verify sent again", run.job_id)
+                transaction.on_commit(lambda j=run.job_id, q=run.queue: _send_verify(j, q))
+    return moved
+
+
+def _send_verify(job_id: uuid.UUID | str, queue: str) -> None:
+    try:
+        verify_model_job.apply_async(args=[str(job_id)], queue=queue)
+    except Exception:  # a down broker: the job stays VERIFYING and the sweep sends it again
+        log.exception("could not enqueue the end-to-end check of model job %s", job_id)
+
+
+def _optimizing_ended(job_id: uuid.UUID | str) -> bool:
+    """OPTIMIZING -> VERIFYING (verify enqueued after commit) once no task is active; a job
+    cancelled meanwhile skips the check (its Job is already CANCELLED by the jobs app)."""
     with transaction.atomic():
         if Task.objects.filter(job_id=job_id, status__in=Task.ACTIVE).exists():
             return False
         run = ModelRun.objects.filter(job_id=job_id).first()
         if run is None or run.queue == "":
             return False
-        changed = ModelRun.objects.filter(job_id=job_id, status=S.OPTIMIZING).update(
-            status=S.VERIFYING
-        )
-        if changed:
-            queue = run.queue
-            transaction.on_commit(
-                lambda: verify_model_job.apply_async(args=[str(job_id)], queue=queue)
+        cancelled = Job.objects.filter(id=job_id, cancel_requested=True).exists()
+        if cancelled:
+            changed = ModelRun.objects.filter(job_id=job_id, status=S.OPTIMIZING).update(
+                status=S.FAILED, message="Cancelled before the end-to-end check."
             )
+        else:
+            changed = ModelRun.objects.filter(job_id=job_id, status=S.OPTIMIZING).update(
+                status=S.VERIFYING,
+                updated_at=timezone.now(),  # .update() skips auto_now
+            )
+        if changed and not cancelled:
+            queue = run.queue
+            transaction.on_commit(lambda: _send_verify(job_id, queue))
     if changed:
         _notify(job_id)
     return bool(changed)
 
 
 def model_verify_record(*, job_id: uuid.UUID | str, result: dict[str, Any]) -> bool:
-    """VERIFYING -> DONE with the measured end-to-end result (a failed check is a result too)."""
-    changed = ModelRun.objects.filter(job_id=job_id, status=S.VERIFYING).update(
-        status=S.DONE, end_to_end=result, message=result.get("message", "")[:20000]
-    )
+    """VERIFYING -> DONE with the measured end-to-end result (a failed check is a result too);
+    only now does the Job end (the jobs app leaves a model job running after its last task):
+    DONE if a task finished, FAILED if every one failed, as for a shape job."""
+    with transaction.atomic():
+        changed = ModelRun.objects.filter(job_id=job_id, status=S.VERIFYING).update(
+            status=S.DONE, end_to_end=result, message=result.get("message", "")[:20000]
+        )
+        if changed:
+            statuses = set(Task.objects.filter(job_id=job_id).values_list("status", flat=True))
+            ended = Job.Status.FAILED if statuses == {Task.Status.FAILED} else Job.Status.DONE
+            Job.objects.filter(id=job_id, status__in=Job.ACTIVE).update(
+                status=ended, finished_at=timezone.now()
+            )
     if changed:
         _notify(job_id)
     return bool(changed)

@@ -26,7 +26,9 @@ def club(alice):
 def runs(alice, team, club, media, django_capture_on_commit_callbacks):
     """Two finished jobs on the same problems (one per team); nothing is enqueued."""
     with django_capture_on_commit_callbacks(execute=False):
-        ours = seed_job(user=alice, team=team, title="Norms on H100", shapes=SHAPES, seed=1)
+        ours = seed_job(
+            user=alice, team=team, title="Norms on H100 (demo data)", shapes=SHAPES, seed=1
+        )
         theirs = seed_job(user=alice, team=club, title="Club norms", shapes=SHAPES, seed=2)
     return ours.job, theirs.job
 

@@ -22,7 +22,9 @@ class PackageRun:
     output: str
 
 
-def install_and_test(zip_path: Path, package: str, workdir: Path) -> PackageRun:
+def install_and_test(
+    zip_path: Path, package: str, workdir: Path, pytest_args: tuple[str, ...] = ()
+) -> PackageRun:
     venv = workdir / "venv"
     subprocess.run(
         [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
@@ -46,7 +48,7 @@ def install_and_test(zip_path: Path, package: str, workdir: Path) -> PackageRun:
     # Run from an empty folder, so `import <package>` finds the installed copy only.
     tests = subprocess.run(
         [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs", package,
-         "-o", "addopts=", "--rootdir", str(workdir)],
+         "-o", "addopts=", "--rootdir", str(workdir), *pytest_args],
         capture_output=True, text=True, cwd=workdir, env=env, timeout=600,
     )  # fmt: skip
     return PackageRun(tests.returncode, tests.stdout + tests.stderr)

@@ -3,6 +3,13 @@
 from kernels.ops.matmul.families.cuda_wmma import CudaWmmaMatmul
 from kernels.ops.matmul.families.persistent_tma import PersistentTmaMatmul
 from kernels.ops.matmul.families.splitk import SplitKMatmul
+from kernels.ops.matmul.families.splitk_tma import SplitKTmaMatmul
 from kernels.ops.matmul.families.tiled import TiledMatmul
 
-FAMILIES = (TiledMatmul(), PersistentTmaMatmul(), SplitKMatmul(), CudaWmmaMatmul())
+FAMILIES = (
+    TiledMatmul(),
+    PersistentTmaMatmul(),
+    SplitKMatmul(),
+    SplitKTmaMatmul(),
+    CudaWmmaMatmul(),
+)

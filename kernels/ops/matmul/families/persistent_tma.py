@@ -92,6 +92,8 @@ $CONSTANTS
     + PERSISTENT_KERNEL
     + "\n\n\n"
     + snippets.TILED_KERNEL
+    + "\n\n\n"
+    + snippets.HOST_DESCRIPTOR
     + '''
 
 
@@ -141,10 +143,10 @@ def run(a, b, *rest, out):
     if DESCRIPTORS == "device":  # built on the GPU from pointers: less host work per call
         a_desc, b_desc, c_desc = a, b, out
     else:  # host descriptors over the tensors as stored; the kernel transposes tiles
-        a_desc = TensorDescriptor.from_tensor(a, [BLOCK_K, BLOCK_M] if A_TRANS else [BLOCK_M, BLOCK_K])
-        b_desc = TensorDescriptor.from_tensor(b, [BLOCK_N, BLOCK_K] if B_TRANS else [BLOCK_K, BLOCK_N])
+        a_desc = HostDescriptor.over(a, [BLOCK_K, BLOCK_M] if A_TRANS else [BLOCK_M, BLOCK_K])
+        b_desc = HostDescriptor.over(b, [BLOCK_N, BLOCK_K] if B_TRANS else [BLOCK_K, BLOCK_N])
         c_block_n = BLOCK_N // 2 if EPILOGUE_SUBTILE else BLOCK_N
-        c_desc = TensorDescriptor.from_tensor(out, [BLOCK_M, c_block_n])
+        c_desc = HostDescriptor.over(out, [BLOCK_M, c_block_n])
     programs = num_programs(out.device, triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N))
     launch(matmul_persistent_tma_kernel, (programs,),
         a_desc, b_desc, c_desc, bias, M, N, K, a.stride(0), b.stride(0), out.stride(0),

@@ -43,8 +43,10 @@ class Command(BaseCommand):
             return
         rival, _ = Team.objects.get_or_create(slug="vector-crew", defaults={"name": "Vector Crew"})
         Membership.objects.get_or_create(team=rival, user=user, defaults={"role": "member"})
-        ours = demo.seed_job(user=user, team=home, title="Norms on H100", shapes=SHAPES, seed=1)
-        theirs = demo.seed_job(user=user, team=rival, title="Vector Crew norms", shapes=SHAPES,
+        ours = demo.seed_job(
+            user=user, team=home, title="Norms on H100 (demo data)", shapes=SHAPES, seed=1
+        )
+        theirs = demo.seed_job(user=user, team=rival, title="Vector Crew norms (demo data)", shapes=SHAPES,
                                seed=2)  # fmt: skip
         self._print({"jobs": [str(ours.job.id), str(theirs.job.id)]})
 

@@ -1,0 +1,151 @@
+"""compute-sanitizer log parsing, GPU clock/throttle parsing, and how both degrade on a CPU."""
+
+from __future__ import annotations
+
+from harness import Verdict, gpu_state, sanitizer
+from harness.tests.conftest import checks, run_fixture
+
+MEMCHECK_LOG = """\
+========= COMPUTE-SANITIZER
+========= Invalid __global__ read of size 2 bytes
+=========     at _rmsnorm+0x2d0 in /tmp/kf-eval-x/sandbox/kf_candidate.py:15
+=========     by thread (31,0,0) in block (4,0,0)
+=========     Address 0x7f0c2e000a00 is out of bounds
+=========     and is 1 bytes after the nearest allocation at 0x7f0c2e000000 of size 2560 bytes
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========         Host Frame: cuLaunchKernel [0x2f0b1] in libcuda.so.1
+=========
+========= ERROR SUMMARY: 1 error
+"""
+RACECHECK_LOG = """\
+========= COMPUTE-SANITIZER
+========= Error: Race reported between Write access at _k+0x80 in k.cu:10
+=========     and Read access at _k+0x90 in k.cu:12 [4 hazards]
+=========
+========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
+"""
+
+
+def test_it_counts_memcheck_errors_and_keeps_the_first_lines():
+    errors, lines = sanitizer.parse_log(MEMCHECK_LOG)
+    assert errors == 1
+    assert lines[0].startswith("Invalid __global__ read of size 2 bytes")
+    assert any("_rmsnorm" in ln for ln in lines)
+    assert not any("Host Frame" in ln for ln in lines)
+
+
+def test_it_counts_racecheck_hazards_and_a_clean_summary():
+    assert sanitizer.parse_log(RACECHECK_LOG)[0] == 1
+    assert (
+        sanitizer.parse_log("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n")[0]
+        == 0
+    )
+
+
+def test_it_says_the_tool_did_not_run_when_there_is_no_summary():
+    errors, _ = sanitizer.parse_log(
+        "========= Error: Target application terminated before first instrumented API call\n"
+    )
+    assert errors is None
+
+
+def test_it_builds_a_sanitizer_command_with_a_private_log_and_an_error_exit_code():
+    cmd = sanitizer.command("/x/compute-sanitizer", "memcheck", "/side/memcheck.log")
+    assert cmd[:3] == ["/x/compute-sanitizer", "--tool", "memcheck"]
+    assert "/side/memcheck.log" in cmd and str(sanitizer.ERROR_EXIT_CODE) in cmd
+
+
+def test_it_parses_nvidia_smi_clocks_and_throttle_reasons():
+    snap = gpu_state.parse_smi("1755, 3201, 1980, 61, 655.31, 0x0000000000000024\n")
+    assert snap["sm_mhz"] == 1755 and snap["max_sm_mhz"] == 1980 and snap["power_w"] == 655.31
+    assert snap["reasons"] == ["sw_power_cap", "sw_thermal_slowdown"]
+    assert gpu_state.parse_smi("1980, [N/A], 1980, 40, [N/A], 0x0\n")["mem_mhz"] is None
+    assert "error" in gpu_state.parse_smi("garbage\n")
+
+
+def test_it_reports_throttling_from_reasons_or_violation_counters_but_not_idle():
+    idle = {"reasons": ["gpu_idle"], "violation_power_ns": 5, "violation_thermal_ns": 0}
+    assert gpu_state.throttle_during(idle, dict(idle)) == []
+    hot = {"reasons": ["hw_thermal_slowdown"], "violation_power_ns": 5}
+    assert gpu_state.throttle_during(idle, hot) == ["hw_thermal_slowdown"]
+    capped = {"reasons": [], "violation_power_ns": 2_000_005, "violation_thermal_ns": 0}
+    assert gpu_state.throttle_during(idle, capped) == ["power_violation 2.0 ms"]
+    assert gpu_state.throttle_during({"error": "no GPU"}, {"error": "no GPU"}) == []
+
+
+def test_it_degrades_to_an_error_snapshot_without_a_gpu_tool(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    snap = gpu_state.snapshot()
+    assert "error" in snap or snap.get("source") == "nvml"
+
+
+def test_it_skips_the_sanitizer_with_a_warning_on_the_cpu():
+    ev = run_fixture("honest_triton_matmul", sanitize=True)
+    assert ev.verdict is Verdict.PASSED, ev.error
+    assert "sanitizer" in checks(ev)
+    assert not any(s.name.startswith("sanitize_") for s in ev.stages)
+
+
+FAKE_TOOL = """#!/bin/sh
+# Stands in for compute-sanitizer on a CPU machine: runs the target, writes a summary and the
+# network namespace it ran in to the --log-file.
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --log-file) log=$2; shift 2;;
+    --*) shift 2;;
+    *) break;;
+  esac
+done
+"$@"; rc=$?
+printf '========= COMPUTE-SANITIZER\\n========= ERROR SUMMARY: %s errors\\n' "${FAKE_ERRORS:-0}" > "$log"
+readlink /proc/self/ns/net >> "$log"
+exit $rc
+"""
+
+
+def _sanitize_job(tmp_path):
+    import secrets
+
+    import kernels
+    from harness.tests.conftest import source
+
+    problem = kernels.parse_problem("matmul", "64x48x32", "fp16", "NN")
+    workdir = tmp_path / "sandbox"
+    workdir.mkdir()
+    return {
+        "problem": problem.to_dict(),
+        "op_ref": "",
+        "device": "cpu",
+        "interpreter": True,
+        "workdir": str(workdir),
+        "source": source("honest_triton_matmul"),
+        "seed": secrets.randbits(40),
+    }, workdir
+
+
+def test_it_wraps_the_tool_in_its_own_network_namespace_and_reads_its_log(tmp_path, monkeypatch):
+    import os
+
+    from harness.config import Limits
+
+    fake = tmp_path / "fake-sanitizer"
+    fake.write_text(FAKE_TOOL)
+    fake.chmod(0o755)
+    monkeypatch.setattr(sanitizer, "find_tool", lambda: str(fake))
+    job, workdir = _sanitize_job(tmp_path)
+    env = {"TRITON_INTERPRET": "1"}
+    clean = sanitizer.run("memcheck", job, str(workdir), limits=Limits(), wall_s=120, env_extra=env)
+    assert clean.ran and clean.errors == 0, clean
+    assert clean.isolation == "netns+landlock", clean
+    dirty = sanitizer.run(
+        "memcheck",
+        job,
+        str(workdir),
+        limits=Limits(),
+        wall_s=120,
+        env_extra={**env, "FAKE_ERRORS": "2"},
+    )
+    assert dirty.ran and dirty.errors == 2 and dirty.isolation == "netns+landlock", dirty
+    # The tool itself (not only the candidate) ran in a namespace other than ours.
+    tool_ns = [ln for ln in clean.log_tail.splitlines() if ln.startswith("net:[")]
+    assert tool_ns and tool_ns[0] != os.readlink("/proc/self/ns/net"), clean.log_tail
