@@ -46,8 +46,14 @@ def test_it_rejects_a_lazy_tensor_subclass():
 def test_it_catches_a_result_replayed_from_an_address_keyed_cache():
     ev = run_fixture("exploit_cached_result", time_candidate=True)
     assert ev.verdict is Verdict.INCORRECT
-    recheck = next(s for s in ev.stages if s.name == "recheck_after_timing")
-    assert not recheck.passed and recheck.cases >= 2
+    failed = failed_stages(ev)
+    # Usually the re-check after timing catches it. When the allocator hands a correctness
+    # case an address the cache has seen (it varies run to run), an earlier stage gets the
+    # replayed result first and the candidate never reaches timing: caught either way.
+    assert failed, ev.stages
+    if "recheck_after_timing" in failed:
+        recheck = next(s for s in ev.stages if s.name == "recheck_after_timing")
+        assert recheck.cases >= 2
 
 
 def test_it_gives_a_reference_reader_nothing_to_read():
