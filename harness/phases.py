@@ -449,7 +449,17 @@ def candidate_time(job: dict) -> dict:
     op = resolve_op(problem.op, job.get("op_ref", ""))
     spec = op.output_spec(problem)
     # Baselines are built before the candidate is imported (trusted code, trusted state).
-    base_fns = baselines.make(job["baselines"], op, problem, device, job.get("cublaslt_dir"))
+    # Baselines compile into a Triton cache the candidate never wrote to. Its own cache is
+    # seeded from earlier evaluations of the same source (harness/precompile.py), so it could
+    # hold a planted, slow kernel under the hash of Inductor's baseline kernel.
+    own_cache = os.environ.get("TRITON_CACHE_DIR")
+    if own_cache:
+        os.environ["TRITON_CACHE_DIR"] = own_cache + "-baselines"  # never kept or seeded
+    try:
+        base_fns = baselines.make(job["baselines"], op, problem, device, job.get("cublaslt_dir"))
+    finally:
+        if own_cache:
+            os.environ["TRITON_CACHE_DIR"] = own_cache
     _prime()
     watch = runtime.PatchWatch()
     module, compile_info = _load_candidate(job, watch)
