@@ -19,6 +19,8 @@ import time
 
 import torch
 
+from benchmarks.pools import _tiled  # the same point shape the pools use
+
 
 def _tma(bm, bn, bk, w, s, sub, ws=False, group=8, flat=False, order="m_major"):
     return (
@@ -52,20 +54,6 @@ def _sk(bm, bn, bk, split, w, s, group=1, desc="device", order="m_major"):
             "GROUP": group,
             "DESCRIPTORS": desc,
             "TILE_ORDER": order,
-        },
-    )
-
-
-def _tiled(bm, bn, bk, w, s, group=1):
-    return (
-        "matmul_tiled",
-        {
-            "BLOCK_M": bm,
-            "BLOCK_N": bn,
-            "BLOCK_K": bk,
-            "NUM_WARPS": w,
-            "NUM_STAGES": s,
-            "GROUP": group,
         },
     )
 
