@@ -147,7 +147,10 @@ def _child(
         isolate_net=config.network_isolation,
         isolate_fs=config.fs_isolation,
         env_extra=_env(gpu),
+        prestart=True,  # the next phase's child starts up while this one runs
     )
+    # Where an evaluation's time goes (start-up vs work), per phase, from the parent's clock.
+    ev.checks.setdefault("phase_wall_s", {})[phase] = round(res.wall_s, 3)
     if not trusted:
         ev.stdout_tail = res.output
         ev.isolation = res.isolation or ev.isolation

@@ -5,16 +5,25 @@ library only. Order matters: cgroup and rlimits first (bound what follows), then
 namespace, then Landlock (after which nothing outside the scratch folder is writable, even for
 root), then the phase. The parent passes its settings on stdin, never in argv or the
 environment, so the HMAC key is not visible in /proc/<pid>/cmdline or environ.
+
+Settings come in two parts: one line of spawn settings (cgroup, limits, network: the same for
+every job of a configuration), then the job (phase, job, workdir, environment, key, nonce).
+A fresh child gets both at once. A warm spare (harness/sandbox.py) gets the first, locks
+what it can, imports torch and triton, says "R" on the result pipe and waits; the job comes
+when the parent claims it, and Landlock (the job's workdir) is applied only then, before the
+phase runs. Either way one process serves exactly one phase.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import hmac
 import json
 import os
 import resource
+import select
 import sys
 import traceback
 
@@ -129,52 +138,157 @@ def _send(fd: int, key: bytes, nonce: str, payload: dict) -> None:
     os.close(fd)
 
 
+class _Stdin:
+    """Unbuffered reads of fd 0, so select() on it tells the truth about what is still to come."""
+
+    def __init__(self) -> None:
+        self.buf = b""
+
+    def line(self) -> bytes:
+        while b"\n" not in self.buf:
+            chunk = os.read(0, 1 << 16)
+            if not chunk:
+                break
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line
+
+    def rest(self, wait_s: float | None = None) -> bytes:
+        """Everything up to EOF; b"" when nothing arrived within `wait_s`."""
+        if wait_s is not None and not self.buf:
+            ready, _, _ = select.select([0], [], [], wait_s)
+            if not ready:
+                return b""
+        while chunk := os.read(0, 1 << 20):
+            self.buf += chunk
+        data, self.buf = self.buf, b""
+        return data
+
+
+def _lock_process(spawn: dict, isolation: dict) -> None:
+    """What is the same for every job of this spawn configuration: cgroup, rlimits, netns.
+
+    Done before anything is imported (a warm spare imports torch afterwards), and while the
+    process has one thread, which unshare(CLONE_NEWUSER) needs."""
+    if spawn["cgroup_procs"]:
+        _join_cgroups(spawn["cgroup_procs"])
+        isolation["cgroup"] = spawn["cgroup_kind"]
+    isolation["rlimits"] = _apply_rlimits(spawn["limits"], spawn["cuda"])
+    if spawn["isolate_net"]:
+        isolation["network"] = _unshare_net() or "none"
+
+
+def _lock_job(spawn: dict, workdir: str, isolation: dict) -> None:
+    """What depends on the job (Landlock's writable folder), applied before any job code."""
+    if spawn["cuda"] and spawn["isolate_fs"]:
+        # CUDA opens its device nodes (also /dev/nvidia-uvm-tools) at init; under Landlock
+        # that fails with cudaErrorOperatingSystem, so initialise first, then lock down.
+        import torch  # noqa: PLC0415
+
+        torch.cuda.init()
+        torch.empty(1, device="cuda").add_(1)
+        torch.cuda.synchronize()
+    if spawn["isolate_fs"]:
+        isolation["filesystem"] = (
+            _landlock([workdir], spawn["isolate_net"], spawn["isolate_net"]) or "none"
+        )
+    if spawn.get("undumpable"):
+        _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def _warm_up(result_fd: int) -> str:
+    """A spare imports what every phase imports while it waits; "" when it is fit to serve.
+
+    Landlock (applied at the claim) restricts the calling thread and threads it starts later,
+    not threads that already exist, and it does not revoke write access through files that are
+    already open. So a spare that ends up with a second thread (numpy's OpenBLAS pool unless
+    OPENBLAS_NUM_THREADS=1; CUDA, which must not start before the claim) or a writable fd, or
+    that finds no Landlock at all, is not used: the parent starts a fresh child instead."""
+    try:
+        import torch  # noqa: F401, PLC0415
+
+        with contextlib.suppress(ImportError):
+            import triton  # noqa: F401, PLC0415
+            import triton.language  # noqa: F401, PLC0415
+        from harness import phases  # noqa: F401, PLC0415
+    except Exception as exc:  # noqa: BLE001  (a fresh child will report it properly)
+        return f"import failed: {exc!r}"
+    if _libc.syscall(_SYS_CREATE, None, 0, 1) < 1:
+        # Without Landlock the phase that runs beside the spare could ptrace it.
+        return "no Landlock on this kernel"
+    threads = len(os.listdir("/proc/self/task"))
+    if threads != 1:
+        return f"{threads} threads after import"
+    for name in os.listdir("/proc/self/fd"):
+        if int(name) in (0, 1, 2, result_fd):
+            continue
+        try:
+            with open(f"/proc/self/fdinfo/{name}") as f:
+                flags = int(f.readline().split()[1], 8)
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:  # the fd of the directory listing itself, closed by now
+            continue
+        if flags & (os.O_WRONLY | os.O_RDWR):
+            return f"writable fd {name} ({target}) open after import"
+    return ""
+
+
 def main() -> None:
+    sys.dont_write_bytecode = True  # `-I` ignores PYTHONDONTWRITEBYTECODE; no .pyc in the venv
     settings_file = os.environ.pop("KF_SETTINGS_FILE", "")
-    if settings_file:
+    stdin = _Stdin()
+    if settings_file:  # a wrapper (ncu) child: spawn and job settings in one private file
         with open(settings_file) as f:
-            settings = json.load(f)
+            spawn = claim = json.load(f)
         os.unlink(settings_file)
-    else:
-        settings = json.loads(sys.stdin.buffer.read())
-    os.close(0)
-    key = bytes.fromhex(settings.pop("key"))
-    nonce, fd = settings["nonce"], settings["fd"]
+    else:  # first line: the spawn settings; the job (key, nonce, workdir...) follows later
+        spawn, claim = json.loads(stdin.line()), None
+    fd = spawn["fd"]
     if fd is None:  # opened now, before Landlock makes its folder read-only
-        fd = os.open(settings["result_path"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(spawn["result_path"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     else:
         os.set_inheritable(fd, False)  # grandchildren (nvcc, ninja, a fork bomb) don't get it
-    limits = settings["limits"]
     isolation: dict = {}
+    setup_error = ""
     try:
-        if settings["cgroup_procs"]:
-            _join_cgroups(settings["cgroup_procs"])
-            isolation["cgroup"] = settings["cgroup_kind"]
-        isolation["rlimits"] = _apply_rlimits(limits, settings["cuda"])
-        if settings["isolate_net"]:
-            isolation["network"] = _unshare_net() or "none"
-        if settings["cuda"] and settings["isolate_fs"]:
-            # CUDA opens its device nodes (also /dev/nvidia-uvm-tools) at init; under Landlock
-            # that fails with cudaErrorOperatingSystem, so initialise first, then lock down.
-            import torch  # noqa: PLC0415
-
-            torch.cuda.init()
-            torch.empty(1, device="cuda").add_(1)
-            torch.cuda.synchronize()
-        if settings["isolate_fs"]:
-            isolation["filesystem"] = (
-                _landlock([settings["workdir"]], settings["isolate_net"], settings["isolate_net"])
-                or "none"
-            )
-        if settings.get("undumpable"):
-            _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+        _lock_process(spawn, isolation)
+    except OSError as exc:  # a limit we asked for could not be applied: fail closed
+        setup_error = str(exc)
+    if spawn.get("warm"):
+        unfit = f"sandbox setup: {setup_error}" if setup_error else _warm_up(fd)
+        if unfit:  # the parent reads why, logs it and starts a fresh child instead
+            os.write(fd, b"X" + unfit.encode()[:2000])
+            os._exit(0)
+        os.write(fd, b"R")
+        # Idle until claimed. EOF (the parent died or dropped us) or a long wait ends it.
+        data = stdin.rest(wait_s=spawn["idle_s"])
+        if not data:
+            os._exit(0)
+        claim = json.loads(data)
+        # The job's own environment (HOME, TMPDIR, caches: all under its workdir) replaces the
+        # spare's placeholder one before any job code runs.
+        os.environ.clear()
+        os.environ.update(claim["env"])
+        if "tempfile" in sys.modules:
+            sys.modules["tempfile"].tempdir = None
+    elif claim is None:
+        claim = json.loads(stdin.rest())
+    os.close(0)
+    key = bytes.fromhex(claim.pop("key"))
+    nonce = claim["nonce"]
+    try:
+        if setup_error:
+            raise OSError(setup_error)
+        os.chdir(claim["workdir"])  # a spare still sits in its placeholder folder
+        _lock_job(spawn, claim["workdir"], isolation)
     except OSError as exc:  # a limit we asked for could not be applied: fail closed
         _send(fd, key, nonce, {"status": "infra", "error": f"sandbox setup: {exc}"})
         sys.exit(3)
+    isolation["prestarted"] = bool(spawn.get("warm"))
     from harness import phases  # noqa: PLC0415  (imports torch: only after the lock-down)
 
     try:
-        result = phases.run(settings["phase"], settings["job"], isolation)
+        result = phases.run(claim["phase"], claim["job"], isolation)
         _send(fd, key, nonce, {"status": "ok", "result": result, "isolation": isolation})
     except BaseException:  # noqa: BLE001  (report the harness's own failure, then exit)
         _send(fd, key, nonce, {"status": "infra", "error": traceback.format_exc()[-4000:]})

@@ -20,6 +20,14 @@ and is then checked on the GPU: a few flushed calls at 1x, 2x, 4x, 8x that lengt
 Only host work that does not wait on the GPU can hide behind it (launch bookkeeping); anything
 that reads the inputs must wait for the spin and is counted. The chosen length and the table
 are returned (Samples.preroll_*) and end up in Evaluation.checks["preroll"].
+
+The calibration is not enough on its own: on the H200 VM (2026-11-22) the same 2.5 us kernel
+was calibrated at 4.5 us behind a 67 us spin, then read 86 us in the sample loop because the
+host's launch path ran slower there. So every OFFLINE sample is also checked on the host: if
+enqueueing fn() took longer than ~90 % of the spin (`starved`), the GPU may have run dry before
+the call arrived; the sample is dropped and that function's spin doubled (Samples.regrown).
+Only harness code reads the host clock here; a candidate that slows its own launch only gets
+a longer spin, which no event pair counts.
 """
 
 from __future__ import annotations
@@ -56,6 +64,7 @@ class Samples:
     preroll_us: float = 0.0
     launch_us: float = 0.0
     preroll_table: list[tuple[float, float]] = field(default_factory=list)
+    regrown: list[tuple[float, float]] = field(default_factory=list)  # (host us, new spin us)
 
     def stats(self) -> TimingStats:
         return summarize(self.synced_us or self.host_us)
@@ -124,6 +133,7 @@ def time_interleaved(
             calls += 1
     preroll_cycles: dict[str, int] = {}
     preroll_us: dict[str, float] = {}
+    per_us = 0.0
     if gpu and regime is Regime.OFFLINE:
         per_us = _spin_cycles_per_us()
         for name in names:
@@ -155,21 +165,34 @@ def time_interleaved(
                 before(name, rnd)
             samples[name].host_us.append(0.0)  # placeholder, set below
             if gpu:
-                flush.zero_()
-                if regime is Regime.SERVER:
+                for _attempt in range(REGROW_TRIES + 1):
+                    flush.zero_()
+                    if regime is Regime.SERVER:
+                        _device_sync()
+                        _sleep(_sysrand.expovariate(1.0 / max(server_gap_ms, 1e-3)) / 1000.0)
+                    hs = _perf_counter()
+                    if name in preroll_cycles:
+                        _gpu_spin(preroll_cycles[name])
+                    start, plain_end, synced_end = _Event(True), _Event(True), _Event(True)
+                    _record(start)
+                    h0 = _perf_counter()
+                    fns[name]()
+                    _record(plain_end)
+                    enqueue_us = (_perf_counter() - hs) * 1e6
                     _device_sync()
-                    _sleep(_sysrand.expovariate(1.0 / max(server_gap_ms, 1e-3)) / 1000.0)
-                elif name in preroll_cycles:
-                    _gpu_spin(preroll_cycles[name])
-                start, plain_end, synced_end = _Event(True), _Event(True), _Event(True)
-                _record(start)
-                h0 = _perf_counter()
-                fns[name]()
-                _record(plain_end)
-                _device_sync()
-                _record(synced_end)
-                h1 = _perf_counter()
-                _ev_sync(synced_end)
+                    _record(synced_end)
+                    h1 = _perf_counter()
+                    _ev_sync(synced_end)
+                    if name not in preroll_cycles or not starved(enqueue_us, preroll_us[name]):
+                        break
+                    # The spin may have ended before the call was enqueued: drop the sample,
+                    # double the spin, and take it again (refilled inputs: a fresh call).
+                    preroll_us[name] = min(2 * preroll_us[name], MAX_PREROLL_US)
+                    preroll_cycles[name] = int(preroll_us[name] * per_us)
+                    samples[name].preroll_us = preroll_us[name]
+                    samples[name].regrown.append((round(enqueue_us, 1), preroll_us[name]))
+                    if before:
+                        before(name, rnd)
                 samples[name].synced_us.append(_elapsed(start, synced_end) * 1000.0)
                 samples[name].plain_us.append(_elapsed(start, plain_end) * 1000.0)
             else:
@@ -191,6 +214,15 @@ def time_interleaved(
 
 MAX_PREROLL_US = 2000.0
 PREROLL_PROBES = 5
+REGROW_TRIES = 3  # per sample; a function that always overruns keeps the longest spin
+STARVED_FRACTION = 0.9  # of the spin: margin for when the spin itself starts on the GPU
+
+
+def starved(enqueue_us: float, spin_us: float) -> bool:
+    """Whether enqueueing the call (host clock, from the spin's launch to the end event's)
+    outlasted the spin, so the GPU may have idled inside the timed region. A spin at the cap
+    is kept: a function that waits on the GPU itself overruns any spin, and is slower anyway."""
+    return spin_us < MAX_PREROLL_US and enqueue_us > STARVED_FRACTION * spin_us
 
 
 def _preroll_ladder(base: float) -> list[float]:

@@ -218,3 +218,13 @@ class Op(abc.ABC):
 
     @abc.abstractmethod
     def families(self) -> list[Family]: ...
+
+    def starting_points(self, problem: Problem) -> list[tuple[str, dict[str, Any]]]:
+        """Where a search should start for this problem's shape class, best first.
+
+        (family name, partial params) pairs; missing parameters come from the family's
+        default, and every point still passes family.check() before it is rendered. Ops keep
+        them in kernels/ops/<name>/starting_points.py with a note of where they were measured.
+        The benchmark's pools and the agents' first planned step both start from them.
+        """
+        return []

@@ -1,9 +1,12 @@
 """planner: read the best, the history and the bottleneck; choose the next move.
 
-Offline: the playbook names the bottleneck and which way to move each knob, and the learning
-search (search.py) picks points of one family, chosen by an upper confidence bound over the
-families tried so far (untried families go first, in tier order). LLM: the same facts in a
-prompt, answered as JSON and checked; a planner that keeps failing falls back to offline.
+Offline: the first planned step tries the op's starting points for the problem's shape class
+(Op.starting_points: the measured leaders), then untried families' defaults (Triton before
+CUDA C++, then tier order). Later, the playbook names the bottleneck and which way to move
+each knob, and the learning search (search.py) picks points of one family, chosen by an upper
+confidence bound over the families tried so far, around that family's best point. LLM: the
+same facts in a prompt, answered as JSON and checked; a planner that keeps failing falls back
+to offline.
 """
 
 from __future__ import annotations
@@ -84,12 +87,26 @@ def offline_plan(state: OptimizeState, ctx: RunContext) -> Plan | None:
     points: list[dict[str, Any]] = []
     families = ctx.families
     tried = {r["family"] for r in history if r["family"]}
-    # Untried families first, at their defaults, lowest tier first: cheap and informative.
-    for name in sorted((n for n in families if n not in tried), key=playbook.family_tier):
-        family = families[name]
-        params = family.default(ctx.problem)
-        if len(points) < ctx.config.batch_size and _key(name, params) not in seen:
-            points.append({"family": name, "params": params})
+    starts = _starting_points(ctx, seen) if step == 0 else []
+    # The first planned step spends its batch on the points that led the search for this
+    # shape class (the op's starting points), then on untried families' defaults: cheap and
+    # informative. CUDA C++ families come after the Triton ones: they are starters, slow to
+    # build and to run; they are still tried once a batch has room for them.
+    untried = sorted(
+        (n for n in families if n not in tried),
+        key=lambda n: (families[n].backend != "triton", playbook.family_tier(n)),
+    )
+    defaults = [{"family": n, "params": families[n].default(ctx.problem)} for n in untried]
+    if step > 0:
+        # Later steps give untried families at most half the batch; the rest refines the
+        # best. A whole batch of defaults cost ~2.5 GPU-minutes on the H200 (a CUDA build
+        # among them), a quarter of a 10-minute run.
+        defaults = defaults[: max(1, ctx.config.batch_size // 2)]
+    for point in [*starts, *defaults]:
+        key = _key(point["family"], point["params"])
+        if len(points) < ctx.config.batch_size and key not in seen:
+            seen.add(key)
+            points.append(point)
     chosen = _choose_family(history, families, rng)
     hypothesis = ""
     for name in chosen:
@@ -115,7 +132,15 @@ def offline_plan(state: OptimizeState, ctx: RunContext) -> Plan | None:
     if not points:
         return None
     words = f"{diagnosis.evidence}: {diagnosis.advice}."
-    if step == 0 or not hypothesis:
+    started = [p for p in points if any(p is s for s in starts)]
+    if started:
+        names = ", ".join(dict.fromkeys(p["family"] for p in started))
+        hypothesis = (
+            f"start from {len(started)} of the measured starting points for this shape class"
+            f" ({names}; kernels/ops/{ctx.op.name}/starting_points.py),"
+            " then untried families' defaults as the batch allows"
+        )
+    elif step == 0 or not hypothesis:
         hypothesis = "try each family's default and the search's first picks"
     return Plan(
         hypothesis=f"{words} {hypothesis}",
@@ -248,6 +273,25 @@ def parse_plan(text: str, ctx: RunContext, seen: set[str], *, can_rewrite: bool)
         llm_tokens=0,
         llm_cost_usd=0.0,
     )
+
+
+def _starting_points(ctx: RunContext, seen: set[str]) -> list[dict[str, Any]]:
+    """The op's starting points for this problem, best first: completed from the family's
+    default, valid, unseen, and only of the families this evaluator can run."""
+    points: list[dict[str, Any]] = []
+    families = ctx.families
+    for name, partial in ctx.op.starting_points(ctx.problem):
+        family = families.get(name)
+        if family is None:
+            continue
+        params = {**family.default(ctx.problem), **partial}
+        try:
+            why = family.check(ctx.problem, params)
+        except Exception as exc:  # a point written for another version of the family
+            why = f"{type(exc).__name__}: {exc}"
+        if why is None and _key(name, params) not in seen:
+            points.append({"family": name, "params": params})
+    return points
 
 
 def _choose_family(

@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from benchmarks.pools import _tiled  # the same point shape the pools use
+from kernels.ops.matmul.starting_points import tiled_point as _tiled  # the pools' point shape
 
 
 def _tma(bm, bn, bk, w, s, sub, ws=False, group=8, flat=False, order="m_major"):

@@ -5,6 +5,7 @@ the calling process carries on."""
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -135,7 +136,10 @@ def test_it_fails_the_end_to_end_check_when_a_kernel_is_wrong():
 
 
 @pytest.mark.skipif(not os.path.isdir("/sys/fs/cgroup"), reason="no cgroups")
-def test_it_leaves_no_model_process_behind():
+def test_it_leaves_no_model_process_behind(tmp_path, monkeypatch):
+    # This run's scratch dir lands under tmp_path, so model children of other tests (xdist
+    # workers run them at the same time) are not mistaken for leftovers of this one.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     _profile("runs_forever", limits=Limits(wall_s=5, memory_bytes=2 * 2**30))
     for pid in os.listdir("/proc"):
         if pid.isdigit():
@@ -143,4 +147,5 @@ def test_it_leaves_no_model_process_behind():
                 cwd = os.readlink(f"/proc/{pid}/cwd")
             except OSError:
                 continue
-            assert "/kf-model-" not in cwd  # model children run in a kf-model-* scratch dir
+            # model children run in a kf-model-* scratch dir
+            assert not cwd.startswith(str(tmp_path)), (pid, cwd)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from harness import Verdict, gpu_state, sanitizer
+from harness.device import gpu_visible
 from harness.tests.conftest import checks, run_fixture
 
 MEMCHECK_LOG = """\
@@ -79,6 +82,7 @@ def test_it_degrades_to_an_error_snapshot_without_a_gpu_tool(monkeypatch):
     assert "error" in snap or snap.get("source") == "nvml"
 
 
+@pytest.mark.skipif(gpu_visible(), reason="a GPU is visible: test_gpu.py runs the sanitizer")
 def test_it_skips_the_sanitizer_with_a_warning_on_the_cpu():
     ev = run_fixture("honest_triton_matmul", sanitize=True)
     assert ev.verdict is Verdict.PASSED, ev.error

@@ -56,6 +56,14 @@ def test_it_picks_the_shortest_pre_roll_after_which_plain_events_stop_falling():
     assert timing.pick_preroll([(40.0, 180.0), (80.0, 179.0), (160.0, 181.0)]) == 40.0
 
 
+def test_a_sample_whose_call_outlasted_its_pre_roll_counts_as_starved():
+    # H200, 2026-11-22: calibrated at 67 us of spin, the loop's launches took longer.
+    assert timing.starved(enqueue_us=75.0, spin_us=67.0)
+    assert not timing.starved(enqueue_us=45.0, spin_us=67.0)
+    # At the cap the spin stays: a call that waits on the GPU overruns any spin.
+    assert not timing.starved(enqueue_us=5000.0, spin_us=timing.MAX_PREROLL_US)
+
+
 def test_it_refuses_a_reference_with_nan():
     ref = torch.tensor([1.0, float("nan")])
     assert not closeness(ref.clone(), ref, TOL).ok
@@ -156,3 +164,14 @@ def test_reported_times_charge_a_candidate_tail_beyond_the_sync_round_trip_only(
     assert out["honest"] == [3.0] * 5  # no jitter added to a 3 us kernel
     assert out["torch"] == [100.0] * 5
     assert out["side"] == [81.0] * 5  # its 80 us tail is charged
+
+
+def test_the_re_checked_rounds_cover_an_in_place_refill_and_fresh_buffers():
+    from harness.phases import _spot_rounds
+
+    for _ in range(200):
+        rounds = _spot_rounds(20, 3)
+        assert len(rounds) == 3 and all(0 <= r < 20 for r in rounds)
+        assert {r % 2 for r in rounds} == {0, 1}
+    assert _spot_rounds(1, 3) == {0}
+    assert _spot_rounds(10, 0) == set()

@@ -68,3 +68,8 @@ class CrossEntropyOp(RowwiseOp):
         from kernels.ops.cross_entropy.families import FAMILIES
 
         return list(FAMILIES)
+
+    def starting_points(self, problem):
+        from kernels.ops.cross_entropy.starting_points import starting_points
+
+        return starting_points(problem)

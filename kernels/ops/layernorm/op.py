@@ -31,3 +31,8 @@ class LayernormOp(RowwiseOp):
         from kernels.ops.layernorm.families import FAMILIES
 
         return list(FAMILIES)
+
+    def starting_points(self, problem):
+        from kernels.ops.layernorm.starting_points import starting_points
+
+        return starting_points(problem)

@@ -158,3 +158,8 @@ class MatmulOp(Op):
         from kernels.ops.matmul.families import FAMILIES
 
         return list(FAMILIES)
+
+    def starting_points(self, problem):
+        from kernels.ops.matmul.starting_points import starting_points
+
+        return starting_points(problem)

@@ -32,3 +32,8 @@ class RmsnormOp(RowwiseOp):
         from kernels.ops.rmsnorm.families import FAMILIES
 
         return list(FAMILIES)
+
+    def starting_points(self, problem):
+        from kernels.ops.rmsnorm.starting_points import starting_points
+
+        return starting_points(problem)

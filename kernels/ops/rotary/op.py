@@ -80,3 +80,8 @@ class RotaryOp(Op):
         from kernels.ops.rotary.families import FAMILIES
 
         return list(FAMILIES)
+
+    def starting_points(self, problem):
+        from kernels.ops.rotary.starting_points import starting_points
+
+        return starting_points(problem)

@@ -25,3 +25,8 @@ class SoftmaxOp(RowwiseOp):
         from kernels.ops.softmax.families import FAMILIES
 
         return list(FAMILIES)
+
+    def starting_points(self, problem):
+        from kernels.ops.softmax.starting_points import starting_points
+
+        return starting_points(problem)

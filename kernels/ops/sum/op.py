@@ -34,3 +34,8 @@ class SumOp(RowwiseOp):
         from kernels.ops.sum.families import FAMILIES
 
         return list(FAMILIES)
+
+    def starting_points(self, problem):
+        from kernels.ops.sum.starting_points import starting_points
+
+        return starting_points(problem)

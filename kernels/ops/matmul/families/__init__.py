@@ -4,6 +4,7 @@ from kernels.ops.matmul.families.cuda_wmma import CudaWmmaMatmul
 from kernels.ops.matmul.families.persistent_tma import PersistentTmaMatmul
 from kernels.ops.matmul.families.splitk import SplitKMatmul
 from kernels.ops.matmul.families.splitk_tma import SplitKTmaMatmul
+from kernels.ops.matmul.families.streamk_tma import StreamKTmaMatmul
 from kernels.ops.matmul.families.tiled import TiledMatmul
 
 FAMILIES = (
@@ -11,5 +12,6 @@ FAMILIES = (
     PersistentTmaMatmul(),
     SplitKMatmul(),
     SplitKTmaMatmul(),
+    StreamKTmaMatmul(),
     CudaWmmaMatmul(),
 )

@@ -1,0 +1,240 @@
+"""Warm spares: a child started ahead of time serves the next phase of the same configuration,
+gets its job (and Landlock, key, workdir) only when claimed, and never outlives its use."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import harness
+from harness import Verdict, sandbox
+from harness.config import Limits
+from harness.sandbox import REPO_ROOT, ChildStatus, run_child
+from harness.tests.conftest import run_fixture
+
+
+@pytest.fixture(autouse=True)
+def spares_on(monkeypatch):
+    monkeypatch.setenv("KF_SANDBOX_SPARES", "1")
+    sandbox._pool.shutdown()
+    yield
+    sandbox._pool.shutdown()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _env_run(workdir: str, **kwargs):
+    return run_child("selftest_env", {}, workdir, limits=Limits(), cuda=False, **kwargs)
+
+
+def _the_spare() -> int:
+    [pid] = sandbox._pool.pids()
+    return pid
+
+
+def test_it_runs_the_next_phase_in_a_spare_started_before_it_was_asked_for():
+    with tempfile.TemporaryDirectory() as first, tempfile.TemporaryDirectory() as second:
+        fresh = _env_run(first, prestart=True)
+        assert fresh.status is ChildStatus.OK, fresh.error
+        assert not fresh.spare and fresh.isolation["prestarted"] is False
+        spare_pid = _the_spare()
+        assert spare_pid != fresh.pid
+        res = _env_run(second)
+    assert res.status is ChildStatus.OK, (res.error, res.output[-2000:])
+    assert res.spare and res.pid == spare_pid
+    assert res.isolation["prestarted"] is True  # the child says it waited for its job
+    # The job's workdir and environment, not the spare's placeholder ones.
+    assert res.result["cwd"] == os.path.realpath(second)
+    assert res.result["home"] == second
+    assert res.result["names"] == fresh.result["names"]
+    assert res.isolation["network"] == fresh.isolation["network"]
+    assert res.isolation["filesystem"] == fresh.isolation["filesystem"]
+    assert sandbox._pool.pids() == []  # claimed, and no new one without prestart
+
+
+def test_a_claimed_spare_still_cannot_write_outside_its_workdir():
+    markers = [Path(harness.__file__).parent / "kf_pwned_marker", Path("/tmp/kf_pwned_marker")]
+    for m in markers:
+        m.unlink(missing_ok=True)
+    ev = run_fixture("exploit_write_outside")
+    assert ev.isolation.get("prestarted") is True, ev.isolation  # candidate_cases was a spare
+    assert ev.verdict is not Verdict.PASSED
+    assert "Permission denied" in ev.error or "PermissionError" in ev.error
+    assert not any(m.exists() for m in markers)
+    assert ev.isolation["filesystem"].startswith("landlock")
+    assert set(ev.checks["phase_wall_s"]) == {"oracle_prepare", "candidate_cases", "oracle_check"}
+
+
+def test_a_spare_holds_no_secrets_before_or_after_its_claim(secret_env):
+    with tempfile.TemporaryDirectory() as workdir:
+        _env_run(workdir, prestart=True)
+        pid = _the_spare()
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    for value in secret_env.values():
+        assert value.encode() not in environ and value.encode() not in cmdline
+    ev = run_fixture("exploit_env_secrets")
+    assert ev.verdict is Verdict.PASSED, ev.error
+    assert ev.isolation.get("prestarted") is True, ev.isolation
+    assert "ENV NAMES" in ev.stdout_tail and "LEAK" not in ev.stdout_tail
+    for value in secret_env.values():
+        assert value not in ev.stdout_tail
+
+
+def test_a_dead_spare_falls_back_to_a_fresh_child():
+    with tempfile.TemporaryDirectory() as workdir:
+        _env_run(workdir, prestart=True)
+        pid = _the_spare()
+        os.kill(pid, signal.SIGKILL)
+        res = _env_run(workdir)
+    assert res.status is ChildStatus.OK, res.error
+    assert not res.spare and res.pid != pid
+    assert res.isolation["prestarted"] is False
+    assert not _alive(pid)
+
+
+def test_a_spare_with_a_thread_landlock_would_miss_is_not_used():
+    # OpenBLAS with 2 threads starts a worker when torch imports numpy: Landlock, applied at
+    # the claim, would not restrict that thread, so the spare must refuse to serve.
+    extra = {"OPENBLAS_NUM_THREADS": "2"}
+    with tempfile.TemporaryDirectory() as workdir:
+        _env_run(workdir, prestart=True, env_extra=extra)
+        pid = _the_spare()
+        res = _env_run(workdir, env_extra=extra)
+    assert res.status is ChildStatus.OK, res.error
+    assert not res.spare and res.pid != pid
+    assert not _alive(pid)
+
+
+def test_a_spare_of_another_configuration_is_not_used():
+    with tempfile.TemporaryDirectory() as workdir:
+        _env_run(workdir, prestart=True)
+        pid = _the_spare()
+        res = run_child("selftest_env", {}, workdir, limits=Limits(max_pids=100), cuda=False)
+        assert res.status is ChildStatus.OK, res.error
+        assert not res.spare
+        assert sandbox._pool.pids() == [pid]  # still waiting for its own configuration
+        res = _env_run(workdir, isolate_net=False)
+        assert not res.spare and sandbox._pool.pids() == [pid]
+        # Without Landlock a candidate could trace a waiting spare: none is started.
+        sandbox._pool.shutdown()
+        res = _env_run(workdir, isolate_fs=False, prestart=True)
+        assert res.status is ChildStatus.OK and not res.spare
+        assert sandbox._pool.pids() == []
+
+
+def test_it_keeps_at_most_the_configured_number_of_spares(monkeypatch):
+    monkeypatch.setenv("KF_SANDBOX_SPARES", "2")
+    with tempfile.TemporaryDirectory() as workdir:
+        _env_run(workdir, prestart=True)
+        first = sandbox._pool.pids()
+        assert len(first) == 2
+        _env_run(workdir, prestart=True, isolate_net=False)  # another configuration
+        second = sandbox._pool.pids()
+    assert len(second) == 2 and not set(first) & set(second)
+    assert not any(_alive(pid) for pid in first)  # the bound drops the older ones
+
+
+def test_it_starts_no_spare_when_switched_off(monkeypatch):
+    monkeypatch.setenv("KF_SANDBOX_SPARES", "0")
+    with tempfile.TemporaryDirectory() as workdir:
+        res = _env_run(workdir, prestart=True)
+    assert res.status is ChildStatus.OK and not res.spare
+    assert sandbox._pool.pids() == []
+
+
+def test_no_spare_outlives_shutdown_or_its_idle_time(monkeypatch):
+    with tempfile.TemporaryDirectory() as workdir:
+        _env_run(workdir, prestart=True)
+        pid = _the_spare()
+        sandbox._pool.shutdown()
+        assert not _alive(pid)
+        monkeypatch.setenv("KF_SANDBOX_SPARE_IDLE_S", "4")
+        _env_run(workdir, prestart=True)
+        # On a loaded box (xdist, 8 workers) the spare may already be past its idle time here.
+        pids = sandbox._pool.pids()
+        time.sleep(6)
+        assert sandbox._pool.pids() == []
+        assert not any(_alive(pid) for pid in pids)
+
+
+def test_no_spare_outlives_the_interpreter_that_started_it():
+    script = (
+        "import tempfile\n"
+        "from harness.config import Limits\n"
+        "from harness import sandbox\n"
+        "w = tempfile.mkdtemp()\n"
+        "sandbox.run_child('selftest_env', {}, w, limits=Limits(), cuda=False, prestart=True)\n"
+        "print(sandbox._pool.pids()[0])\n"
+    )
+    env = {**os.environ, "KF_SANDBOX_SPARES": "1", "PYTHONPATH": REPO_ROOT}
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    pid = int(out.stdout.split()[-1])
+    assert not _alive(pid)
+
+
+_PROBE_SPARES = """
+import ctypes
+import os
+
+import torch
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_done = []
+
+
+def _probe():
+    me = os.getpid()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == me:
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"sandbox_boot" not in f.read():
+                    continue
+        except OSError:
+            continue
+        try:
+            with open(f"/proc/{pid}/mem", "rb"):
+                print("SPARE REACHED mem", pid)
+        except OSError as exc:
+            print("SPARE BLOCKED mem", pid, type(exc).__name__)
+        if _libc.ptrace(16, int(pid), None, None) == 0:  # PTRACE_ATTACH
+            print("SPARE REACHED ptrace", pid)
+            _libc.ptrace(17, int(pid), None, None)  # PTRACE_DETACH
+        else:
+            print("SPARE BLOCKED ptrace", pid, os.strerror(ctypes.get_errno()))
+
+
+def run(a, b, *, out):
+    if not _done:
+        _done.append(_probe())
+    torch.matmul(a, b, out=out)
+"""
+
+
+def test_the_candidate_cannot_reach_the_spare_waiting_for_the_next_phase():
+    # While candidate_cases runs, the (trusted) oracle_check's spare already waits; the
+    # candidate must not be able to read or trace it (Landlock scopes ptrace to its domain).
+    ev = run_fixture("x", source_text=_PROBE_SPARES)
+    assert ev.isolation["filesystem"].startswith("landlock"), ev.isolation
+    assert ev.verdict is Verdict.PASSED, ev.error
+    assert "SPARE BLOCKED mem" in ev.stdout_tail, ev.stdout_tail
+    assert "SPARE BLOCKED ptrace" in ev.stdout_tail
+    assert "SPARE REACHED" not in ev.stdout_tail

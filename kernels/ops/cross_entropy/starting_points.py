@@ -1,0 +1,47 @@
+"""cross_entropy's starting points: the measured leaders by row width, then the shared row-wise grid."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernels.problem import Problem
+from kernels.rowwise_points import leaders_then_grid
+
+# Winners of the H200 row-wise probe, 8192 rows (4096 for cross-entropy vocabularies) in bf16
+# (python -m benchmarks.probes.membound_probe; results/membound_probe_h200.json).
+LEADERS: dict[int, dict[str, Any]] = {
+    8192: {
+        "MODE": "one_pass",
+        "BLOCK_N": 1024,
+        "ROWS": 1,
+        "NUM_WARPS": 4,
+        "EVICT_FIRST": True,
+        "PROGRAMS_PER_SM": 0,
+        "STREAM_STORE": False,
+        "PREFETCH": False,
+    },
+    32000: {
+        "MODE": "two_pass",
+        "BLOCK_N": 2048,
+        "ROWS": 1,
+        "NUM_WARPS": 8,
+        "EVICT_FIRST": True,
+        "PROGRAMS_PER_SM": 0,
+        "STREAM_STORE": False,
+        "PREFETCH": False,
+    },
+    128256: {
+        "MODE": "two_pass",
+        "BLOCK_N": 2048,
+        "ROWS": 1,
+        "NUM_WARPS": 8,
+        "EVICT_FIRST": True,
+        "PROGRAMS_PER_SM": 0,
+        "STREAM_STORE": False,
+        "PREFETCH": False,
+    },
+}
+
+
+def starting_points(problem: Problem) -> list[tuple[str, dict[str, Any]]]:
+    return leaders_then_grid("cross_entropy_rowwise", LEADERS, problem)
