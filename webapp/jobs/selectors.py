@@ -10,6 +10,7 @@ from django.db.models import BooleanField, Count, ExpressionWrapper, Q, QuerySet
 from django.db.models.fields.json import KT
 
 from webapp.jobs.models import Iteration, Job, Task
+from webapp.modeljobs.models import ModelRun
 
 
 def jobs_visible_to(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Job]:
@@ -92,10 +93,15 @@ def job_status_event(*, job_id: uuid.UUID | str) -> dict[str, Any]:
     """The job's and its tasks' current states, sent on connect and after each transition."""
     job = Job.objects.get(id=job_id)
     tasks = Task.objects.filter(job_id=job_id).select_related("problem").order_by("id")
+    label = Job.Status(job.status).label
+    # A model job stays running through its end-to-end check: the header says which part.
+    verifying = Job.objects.filter(id=job.id, model_run__status=ModelRun.Status.VERIFYING)
+    if job.status == Job.Status.RUNNING and verifying.exists():
+        label = ModelRun.Status.VERIFYING.label
     return {
         "job": str(job.id),
         "status": job.status,
-        "status_label": Job.Status(job.status).label,
+        "status_label": label,
         "terminal": job.is_terminal,
         "cancel_requested": job.cancel_requested,
         "last_seq": job.last_seq,

@@ -93,9 +93,11 @@ def test_the_job_stays_running_until_the_end_to_end_check_ends(
     assert job.finished_at is None
     event = job_status_event(job_id=job.id)
     assert event["status"] == "running" and not event["terminal"]
+    assert event["status_label"] == "Verifying end to end"
     client.force_login(alice)
     page = client.get(reverse("jobs:detail", args=[job.id])).content.decode()
     assert "Verifying end to end" in page and 'id="model-verifying"' in page
+    assert 'aria-live="polite">Verifying end to end</span>' in page  # the header badge too
 
     assert verify_model_job(str(job.id)) == "verified"
     assert _status(job) == (Job.Status.DONE, ModelRun.Status.DONE)
