@@ -19,43 +19,16 @@ import time
 
 import torch
 
+from kernels.ops.matmul.starting_points import splitk_tma_point, tma_point
 from kernels.ops.matmul.starting_points import tiled_point as _tiled  # the pools' point shape
 
 
 def _tma(bm, bn, bk, w, s, sub, ws=False, group=8, flat=False, order="m_major"):
-    return (
-        "matmul_persistent_tma",
-        {
-            "BLOCK_M": bm,
-            "BLOCK_N": bn,
-            "BLOCK_K": bk,
-            "NUM_WARPS": w,
-            "NUM_STAGES": s,
-            "EPILOGUE_SUBTILE": sub,
-            "WARP_SPECIALIZE": ws,
-            "FLATTEN": flat,
-            "GROUP": group,
-            "TILE_ORDER": order,
-            "DESCRIPTORS": "device",
-        },
-    )
+    return tma_point(bm, bn, bk, w, s, sub, ws, flat, group=group, order=order)
 
 
 def _sk(bm, bn, bk, split, w, s, group=1, desc="device", order="m_major"):
-    return (
-        "matmul_splitk_tma",
-        {
-            "BLOCK_M": bm,
-            "BLOCK_N": bn,
-            "BLOCK_K": bk,
-            "SPLIT_K": split,
-            "NUM_WARPS": w,
-            "NUM_STAGES": s,
-            "GROUP": group,
-            "DESCRIPTORS": desc,
-            "TILE_ORDER": order,
-        },
-    )
+    return splitk_tma_point(bm, bn, bk, split, w, s, group=group, desc=desc, order=order)
 
 
 # The persistent TMA points that led round 1 (all shapes from 2048^3 up), and variants.

@@ -19,10 +19,12 @@ Point = tuple[str, dict[str, Any]]
 # untried neighbours (host-side TMA descriptors: no descriptor set-up inside a 30 us kernel).
 
 
-def tma_point(bm, bn, bk, w, s, sub, ws, flat, group=8, desc="device") -> Point:
+def tma_point(bm, bn, bk, w, s, sub, ws, flat, group=8, desc="device", order=None) -> Point:
+    extra = {"TILE_ORDER": order} if order else {}  # else the family's default order
     return (
         "matmul_persistent_tma",
         {
+            **extra,
             "BLOCK_M": bm,
             "BLOCK_N": bn,
             "BLOCK_K": bk,
@@ -37,10 +39,14 @@ def tma_point(bm, bn, bk, w, s, sub, ws, flat, group=8, desc="device") -> Point:
     )
 
 
-def splitk_tma_point(bm, bn, bk, split, w, s, group=1, desc="device", ws=False) -> Point:
+def splitk_tma_point(
+    bm, bn, bk, split, w, s, group=1, desc="device", ws=False, order=None
+) -> Point:
+    extra = {"TILE_ORDER": order} if order else {}
     return (
         "matmul_splitk_tma",
         {
+            **extra,
             "BLOCK_M": bm,
             "BLOCK_N": bn,
             "BLOCK_K": bk,
