@@ -140,6 +140,73 @@ LARGE = [
 ]
 
 
+# --- Weight streaming (M <= 64), matmul_weight_stream ------------------------------------
+# Kept in its own block: each M class gets the family's points for its BLOCK_M (the whole M in
+# one tile), then the split-K TMA leaders above. SPLIT_K "auto" picks the split per shape and
+# device at run time (the family's split_plan), so these points carry no per-shape tables.
+# Measured: see WEIGHT_STREAM_MEASURED below.
+
+
+def weight_stream_point(bm, bn, bk, s, w, split="auto", mma="dot") -> Point:
+    return (
+        "matmul_weight_stream",
+        {
+            "BLOCK_M": bm,
+            "BLOCK_N": bn,
+            "BLOCK_K": bk,
+            "MMA": mma,
+            "SPLIT_K": split,
+            "NUM_WARPS": w,
+            "NUM_STAGES": s,
+        },
+    )
+
+
+_ws = weight_stream_point
+
+WEIGHT_STREAM_MEASURED = "not yet measured: designed points (shared memory per SM filled)"
+
+WEIGHT_STREAM = {  # BLOCK_M -> points, best first
+    16: [
+        _ws(16, 64, 128, 4, 4),
+        _ws(16, 128, 128, 4, 4),
+        _ws(16, 64, 256, 3, 4),
+        _ws(16, 32, 256, 4, 4),
+        _ws(16, 128, 64, 6, 4),
+        _ws(16, 64, 128, 6, 4),
+    ],
+    32: [
+        _ws(32, 64, 128, 4, 4),
+        _ws(32, 128, 64, 4, 4),
+        _ws(32, 128, 64, 6, 4),
+        _ws(32, 256, 64, 4, 8),
+        _ws(32, 64, 256, 3, 4),
+    ],
+    64: [
+        _ws(64, 128, 64, 4, 4),
+        _ws(64, 128, 64, 4, 8),
+        _ws(64, 64, 128, 4, 4),
+        _ws(64, 256, 64, 3, 8),
+        _ws(64, 64, 64, 6, 4),
+    ],
+}
+
+# One row of A: the FMA form (no tensor cores, no shared memory) next to the padded tl.dot.
+WEIGHT_STREAM_M1 = [
+    _ws(1, 256, 32, 3, 4, mma="fma"),
+    _ws(1, 128, 64, 3, 4, mma="fma"),
+]
+
+
+def weight_stream_points(problem: Problem) -> list[Point]:
+    m = problem.shape[0]
+    block_m = 16 if m <= 16 else 32 if m <= 32 else 64
+    return WEIGHT_STREAM[block_m] + (WEIGHT_STREAM_M1 if m == 1 else [])
+
+
+# --- end of the weight-streaming block ------------------------------------------------------
+
+
 def shape_class(problem: Problem) -> str:
     """decode, tiny, small, deep_k or large: the classes the H200 search ranked separately."""
     m, n, k = problem.shape
@@ -164,4 +231,7 @@ _BY_CLASS: dict[str, list[Point]] = {
 
 
 def starting_points(problem: Problem) -> list[Point]:
-    return [(family, dict(params)) for family, params in _BY_CLASS[shape_class(problem)]]
+    points = _BY_CLASS[shape_class(problem)]
+    if shape_class(problem) == "decode":
+        points = weight_stream_points(problem) + DECODE[:4]
+    return [(family, dict(params)) for family, params in points]
