@@ -53,13 +53,30 @@ def test_the_auto_split_sums_in_a_fixed_order_so_repeated_calls_are_bit_identica
     assert all(torch.equal(outs[0], o) for o in outs[1:])
 
 
+REGISTERS = {"LOADS": "registers", "NUM_STAGES": 1}
+
+
+@pytest.mark.parametrize("loads", [{}, REGISTERS], ids=["async", "registers"])
 @pytest.mark.parametrize(
     ("shape", "layout"), [((1, 40, 300), "TN+bias+gelu"), ((3, 33, 70), "NT+bias+silu")]
 )
-def test_the_fma_form_is_correct_for_one_row_and_for_several(shape, layout):
+def test_the_fma_form_is_correct_for_one_row_and_for_several(shape, layout, loads):
     problem = Problem("matmul", shape, "fp16", layout)
-    params = {"BLOCK_M": 1, "BLOCK_N": 32, "BLOCK_K": 32, "MMA": "fma", "SPLIT_K": 2}
+    params = {"BLOCK_M": 1, "BLOCK_N": 32, "BLOCK_K": 32, "MMA": "fma", "SPLIT_K": 2, **loads}
     params = {**FAMILY.default(problem), **params}
+    assert not check_source(OP, problem, FAMILY.render(problem, params), device=DEVICE)
+
+
+@pytest.mark.parametrize("split", [1, 3, "auto"])
+@pytest.mark.parametrize(
+    ("shape", "layout"), [((5, 40, 300), "NN+bias+relu"), ((17, 33, 32), "TN"), ((2, 9, 7), "NT")]
+)
+def test_register_prefetch_is_correct_at_every_k_range(shape, layout, split):
+    """Prefetching two tiles ahead must load nothing past a split's range or K (one-tile and
+    sub-tile K included)."""
+    problem = Problem("matmul", shape, "fp16", layout)
+    params = {**FAMILY.default(problem), "BLOCK_N": 32, "BLOCK_K": 32, "SPLIT_K": split}
+    params.update(REGISTERS)
     assert not check_source(OP, problem, FAMILY.render(problem, params), device=DEVICE)
 
 
@@ -69,6 +86,9 @@ def test_check_keeps_each_form_to_its_block_m():
     assert FAMILY.check(problem, {**base, "MMA": "fma"}) is not None  # BLOCK_M 16
     assert FAMILY.check(problem, {**base, "BLOCK_M": 1}) is not None  # tl.dot needs 16
     assert FAMILY.check(problem, {**base, "BLOCK_M": 1, "MMA": "fma", "BLOCK_K": 32}) is None
+    assert FAMILY.check(problem, {**base, "LOADS": "registers"}) is not None  # NUM_STAGES 4
+    assert "registers per thread" in FAMILY.check(problem, {**base, **REGISTERS})
+    assert FAMILY.check(problem, {**base, **REGISTERS, "NUM_WARPS": 8}) is None
     too_much_smem = {**base, "BLOCK_N": 256, "BLOCK_K": 256, "NUM_STAGES": 6}
     assert "shared memory" in FAMILY.check(problem, too_much_smem)
 
@@ -109,7 +129,10 @@ def test_the_split_plan_splits_few_deep_tiles_and_leaves_many_tiles_whole():
 )
 def test_bf16_on_the_gpu_at_odd_shapes(shape, layout):
     problem = Problem("matmul", shape, "bf16", layout)
-    for params in [FAMILY.default(problem), {**FAMILY.default(problem), "SPLIT_K": 3}]:
+    base = FAMILY.default(problem)
+    registers = {**base, **REGISTERS, "SPLIT_K": 2, "BLOCK_K": 64, "NUM_WARPS": 8}
+    for params in [base, {**base, "SPLIT_K": 3}, registers]:
+        assert FAMILY.check(problem, params) is None
         source = FAMILY.render(problem, params)
         for seed in (0, 1):
             assert not check_source(OP, problem, source, seed=seed, device="cuda")

@@ -2,9 +2,11 @@
 
 With M <= 64 the time is the time to read B (the weights) once; the arithmetic is a rounding
 error. So each program owns a BLOCK_N-wide strip of B and a contiguous range of its K tiles,
-streams that range once with 16-byte loads NUM_STAGES deep (cp.async into shared memory for
-tl.dot, or plain vector loads into registers for the FMA form at M = 1), and keeps the whole
-(padded) M in one tile, so no byte of B is read twice.
+streams that range once with 16-byte loads, and keeps the whole (padded) M in one tile, so no
+byte of B is read twice. LOADS = "async" lets the compiler pipeline the loads NUM_STAGES deep
+(cp.async into shared memory); "registers" prefetches the next two tiles into registers by
+hand, so that the loads keep their L2 evict-first hint (cp.async drops it). MMA = "dot" pads
+M to BLOCK_M >= 16 for tl.dot; "fma" (BLOCK_M = 1) multiplies on the CUDA cores.
 
 How many programs share K (the split) is picked at run time from the shape and the device's
 SM count (SPLIT_K = "auto", `split_plan`): enough programs in flight to cover HBM latency
@@ -28,6 +30,27 @@ from kernels.problem import Family, ParamSpace, Problem
 from kernels.render import FAST_LAUNCH
 
 WEIGHT_STREAM_KERNEL = """
+@triton.jit
+def load_tiles(a_ptrs, b_ptrs, ki, k_last, K, offs_k, mask_m, mask_n, BLOCK_K: tl.constexpr):
+    # A's [BLOCK_M, BLOCK_K] and B's [BLOCK_K, BLOCK_N] tile number ki (zeros past k_last).
+    k_ok = (offs_k < K - ki * BLOCK_K) & (ki < k_last)
+    a = tl.load(a_ptrs, mask=mask_m[:, None] & k_ok[None, :], other=0.0)
+    # B is read exactly once: evict it first, so it does not push out of L2 what others left
+    # there (activations, dirty lines that would cost a write-back). cp.async drops the hint;
+    # plain loads (LOADS = "registers", and the FMA form) keep it.
+    b = tl.load(b_ptrs, mask=k_ok[:, None] & mask_n[None, :], other=0.0, eviction_policy="evict_first")
+    return a, b
+
+
+@triton.jit
+def multiply_add(acc, a, b, USE_DOT: tl.constexpr):
+    if USE_DOT:
+        acc = tl.dot(a, b, acc)
+    else:  # FMA form (BLOCK_M == 1): acc is [BLOCK_K, BLOCK_N], reduced over K at the end
+        acc = acc + tl.reshape(a, (b.shape[0], 1)).to(tl.float32) * b.to(tl.float32)
+    return acc
+
+
 # The split is a run-time value, never specialized on: one binary serves every split, and the
 # occupancy probe (slots) compiles the very binary that then runs.
 @triton.jit(do_not_specialize=["k_tiles_per_split", "splits"])
@@ -35,7 +58,8 @@ def matmul_weight_stream_kernel(
     a_ptr, b_ptr, c_ptr, bias_ptr, ws_ptr, count_ptr, M, N, K, k_tiles_per_split, splits,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    USE_DOT: tl.constexpr, HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr,
+    USE_DOT: tl.constexpr, PREFETCH: tl.constexpr,
+    HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr,
 ):
     # The splits of one tile are adjacent program ids: they run together, and the last one
     # finds the others' partials still in L2. Tiles go along N first (then M, when M > BLOCK_M).
@@ -62,24 +86,35 @@ def matmul_weight_stream_kernel(
     b_step = tl.full([], BLOCK_K, tl.int64) * stride_bk
     if USE_DOT:
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    else:  # FMA form (BLOCK_M == 1): a [BLOCK_K, BLOCK_N] sum, reduced over K once at the end
-        acc_k = tl.zeros((BLOCK_K, BLOCK_N), dtype=tl.float32)
-    for ki in range(k_first, k_last):
-        k_left = K - ki * BLOCK_K
-        a = tl.load(a_ptrs, mask=mask_m[:, None] & (offs_k[None, :] < k_left), other=0.0)
-        # B is read exactly once: evict it first, keep A and the partials in L2.
-        b = tl.load(
-            b_ptrs, mask=(offs_k[:, None] < k_left) & mask_n[None, :], other=0.0,
-            eviction_policy="evict_first",
+    else:
+        acc = tl.zeros((BLOCK_K, BLOCK_N), dtype=tl.float32)
+    if PREFETCH:
+        # LOADS = "registers": the tiles of the next two iterations are loaded into registers
+        # before this one's multiply, so two tiles per program are always in flight; the
+        # compiler's own pipelining is off (num_stages=1) and the loads keep their L2 hint.
+        a0, b0 = load_tiles(a_ptrs, b_ptrs, k_first, k_last, K, offs_k, mask_m, mask_n, BLOCK_K)
+        a1, b1 = load_tiles(
+            a_ptrs + a_step, b_ptrs + b_step, k_first + 1, k_last, K, offs_k, mask_m, mask_n,
+            BLOCK_K,
         )
-        if USE_DOT:
-            acc = tl.dot(a, b, acc)
-        else:
-            acc_k += tl.reshape(a, (BLOCK_K, 1)).to(tl.float32) * b.to(tl.float32)
-        a_ptrs += a_step
-        b_ptrs += b_step
+        for ki in range(k_first, k_last):
+            a_ptrs += a_step
+            b_ptrs += b_step
+            a2, b2 = load_tiles(
+                a_ptrs + a_step, b_ptrs + b_step, ki + 2, k_last, K, offs_k, mask_m, mask_n,
+                BLOCK_K,
+            )
+            acc = multiply_add(acc, a0, b0, USE_DOT)
+            a0, b0, a1, b1 = a1, b1, a2, b2
+    else:
+        # LOADS = "async": the compiler pipelines the loads NUM_STAGES deep (cp.async).
+        for ki in range(k_first, k_last):
+            a, b = load_tiles(a_ptrs, b_ptrs, ki, k_last, K, offs_k, mask_m, mask_n, BLOCK_K)
+            acc = multiply_add(acc, a, b, USE_DOT)
+            a_ptrs += a_step
+            b_ptrs += b_step
     if not USE_DOT:
-        acc = tl.reshape(tl.sum(acc_k, axis=0), (1, BLOCK_N))
+        acc = tl.reshape(tl.sum(acc, axis=0), (1, BLOCK_N))
     last = splits == 1
     if splits > 1:
         tile_offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
@@ -226,20 +261,21 @@ def run(a, b, *rest, out):
     strides = (a_view.stride(0), a_view.stride(1), b_view.stride(0), b_view.stride(1),
                out.stride(0), out.stride(1))
     meta = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, USE_DOT=MMA == "dot",
-                HAS_BIAS=HAS_BIAS, ACTIVATION=ACTIVATION)
+                PREFETCH=LOADS == "registers", HAS_BIAS=HAS_BIAS, ACTIVATION=ACTIVATION)
+    stages = NUM_STAGES if LOADS == "async" else 1  # registers: our own prefetch, no cp.async
 
     def compile_kernel():  # the binary the launch below will use, compiled without a launch
         ws, count = buffers(out.device, 1, 2)
         return matmul_weight_stream_kernel.warmup(
             a_view, b_view, out, bias, ws, count, M, N, K, 2, 2, *strides, **meta,
-            grid=(1,), num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+            grid=(1,), num_warps=NUM_WARPS, num_stages=stages,
         )
 
     splits, k_tiles_per_split = plan(out.device, M, N, K, a.element_size(), compile_kernel)
     workspace, counters = buffers(out.device, tiles, splits)
     launch(matmul_weight_stream_kernel, (tiles * splits,),
         a_view, b_view, out, bias, workspace, counters, M, N, K, k_tiles_per_split, splits,
-        *strides, **meta, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+        *strides, **meta, num_warps=NUM_WARPS, num_stages=stages,
     )
 """
 )
@@ -261,13 +297,15 @@ class WeightStreamMatmul(TritonMatmulFamily):
                 "BLOCK_N": [32, 64, 128, 256],
                 "BLOCK_K": [32, 64, 128, 256],
                 "MMA": ["dot", "fma"],
+                "LOADS": ["async", "registers"],
                 "SPLIT_K": ["auto", 1, 2, 3, 4, 6, 8, 16],
                 "NUM_WARPS": [2, 4, 8],
-                "NUM_STAGES": [2, 3, 4, 5, 6],
+                "NUM_STAGES": [1, 2, 3, 4, 5, 6],
             },
             constraints=(
                 "smem: NUM_STAGES*(BLOCK_M+BLOCK_N)*BLOCK_K*elt",
                 "fma: BLOCK_M == 1; dot: BLOCK_M >= 16",
+                "registers: NUM_STAGES == 1; async: NUM_STAGES >= 2",
             ),
         )
 
@@ -279,6 +317,7 @@ class WeightStreamMatmul(TritonMatmulFamily):
             "BLOCK_N": 64 if m <= 16 else 128,
             "BLOCK_K": 128 if m <= 16 else 64,
             "MMA": "dot",
+            "LOADS": "async",
             "SPLIT_K": "auto",
             "NUM_WARPS": 4,
             "NUM_STAGES": 4,
@@ -290,19 +329,27 @@ class WeightStreamMatmul(TritonMatmulFamily):
         if (why := Family.check(self, problem, params)) is not None:
             return why
         p = params
+        threads = 32 * p["NUM_WARPS"]
+        tile_bytes = (p["BLOCK_M"] + p["BLOCK_N"]) * p["BLOCK_K"] * elt_bytes(problem)
+        if p["LOADS"] == "registers":
+            if p["NUM_STAGES"] != 1:
+                return "register prefetch runs with NUM_STAGES = 1 (no compiler pipelining)"
+            if 3 * tile_bytes / (4 * threads) > 96:  # this tile and the two in flight
+                return "three live tiles need more than 96 registers per thread"
+        elif p["NUM_STAGES"] < 2:
+            return "async loads need NUM_STAGES >= 2 to pipeline"
         if p["MMA"] == "fma":
             if p["BLOCK_M"] != 1:
                 return "the FMA form keeps one row of A (BLOCK_M = 1)"
-            if p["BLOCK_K"] * p["BLOCK_N"] / (32 * p["NUM_WARPS"]) > 64:
+            if p["BLOCK_K"] * p["BLOCK_N"] / threads > 64:
                 return "the FMA accumulator needs more than 64 registers per thread"
-            smem = 0  # loads go straight to registers
+            smem = 0 if p["LOADS"] == "registers" else p["NUM_STAGES"] * tile_bytes
         else:
             if p["BLOCK_M"] < 16:
                 return "tl.dot needs BLOCK_M >= 16"
-            if p["BLOCK_M"] * p["BLOCK_N"] / (32 * p["NUM_WARPS"]) > 128:
+            if p["BLOCK_M"] * p["BLOCK_N"] / threads > 128:
                 return "accumulator needs more than 128 registers per thread; use more warps"
-            tiles = (p["BLOCK_M"] + p["BLOCK_N"]) * p["BLOCK_K"] * elt_bytes(problem)
-            smem = p["NUM_STAGES"] * tiles
+            smem = max(1, p["NUM_STAGES"]) * tile_bytes
         if smem > SMEM_LIMIT:
             return f"needs {smem} bytes of shared memory, over {SMEM_LIMIT}"
         return None
