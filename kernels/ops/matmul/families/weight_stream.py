@@ -8,8 +8,9 @@ byte of B is read twice. LOADS = "async" lets the compiler pipeline the loads NU
 hand, so that the loads keep their L2 evict-first hint (cp.async drops it). MMA = "dot" pads
 M to BLOCK_M >= 16 for tl.dot; "fma" (BLOCK_M = 1) multiplies on the CUDA cores.
 
-How many programs share K (the split) is picked at run time from the shape and the device's
-SM count (SPLIT_K = "auto", `split_plan`): enough programs in flight to cover HBM latency
+How many programs share K (the split) is picked at run time from the shape and how many
+programs of the compiled kernel the device holds at once (SPLIT_K = "auto", `split_plan`,
+`slots`): enough programs in flight to cover HBM latency
 (Little's law), whole waves, and as few fp32 partials as that allows. A fixed SPLIT_K
 overrides it. The split is reduced deterministically: every program stores its fp32 partial
 to its own slab, counts itself in on the tile's counter, and the last to arrive sums all the
@@ -157,6 +158,8 @@ def split_plan(tiles, k_tiles, slots, rows, elt):
     Units: the time to stream one BLOCK_K x BLOCK_N tile of B at the roof. Fewest splits wins ties.
     """
     tile_bytes = BLOCK_K * BLOCK_N * elt
+    # LOADS = "registers" (NUM_STAGES 1) counts as one tile in flight, though it keeps two:
+    # the H100 numbers of 2026-11-24 were taken with this plan.
     in_flight = max(1, NUM_STAGES - 1) * tile_bytes
     crowd = IN_FLIGHT_BYTES / in_flight  # programs needed to cover the latency
     latency = IN_FLIGHT_BYTES / tile_bytes  # the latency itself, in tile times
