@@ -209,3 +209,19 @@ def test_the_workers_real_evaluator_offers_no_cuda_family_without_a_gpu(monkeypa
         assert evaluator.supports("triton") and not evaluator.supports("cuda")
     finally:
         evaluator.close()
+
+
+def test_each_candidates_hypothesis_names_its_own_family_and_changes():
+    """A batch holds several families' points; each candidate's hypothesis describes that
+    candidate, not the batch's first point (issue 17: #25 named another family and knob)."""
+    import re
+
+    reporter = ListReporter()
+    optimize(PROBLEM, config(FakeEvaluator(block_m_score), batch_size=4), reporter)
+    changes_seen = 0
+    for event in reporter.events[1:]:
+        assert event.family and event.family in event.hypothesis, (event.family, event.hypothesis)
+        for knob, new in re.findall(r"\b([A-Z_]+) \S+->([^,;\s]+)", event.hypothesis):
+            assert str(event.params[knob]) == new, (event.params, event.hypothesis)
+            changes_seen += 1
+    assert changes_seen >= 3, "the run reached the search's proposals"
