@@ -91,6 +91,8 @@ def up(tmp_path):
         urllib.request.urlopen(f"http://127.0.0.1:{web}/login/", timeout=10).read()
         match = re.search(r"demo login: username (\S+)\s+password (\S+)", output())
         assert match, output()
+        # How to run the command line, with the demo team's slug (issue 17).
+        assert "kforge submit shapes.csv --team demo-team" in output(), output()
         yield {
             "url": f"http://localhost:{web}",
             "user": match[1],
