@@ -56,7 +56,7 @@
     if (empty) Object.assign(layout, { "xaxis.visible": true, "yaxis.visible": true, annotations: [] });
     if (!interpreter && items.some((it) => it.interpreter)) {
       interpreter = true;
-      layout["yaxis.title.text"] = "× vs torch, both in the CPU interpreter (not GPU speed)";
+      layout["yaxis.title.text"] = wide ? "× vs torch (CPU interpreter)" : "× (interpreter)";
     }
     empty = false;
     if (Object.keys(layout).length) Plotly.relayout(el, layout);

@@ -177,7 +177,7 @@ def _read_csv(text: str) -> list[tuple[int, Mapping[str, Any]]]:
     for number, cells in lines[1:]:
         if len(cells) > len(header):
             raise ShapeSetError(
-                [f"Line {number}: {len(cells)} cells, but the header has {len(header)} columns."]
+                [f"Row {number}: {len(cells)} cells, but the header has {len(header)} columns."]
             )
         rows.append((number, dict(zip(header, (c.strip() for c in cells), strict=False))))
     return rows
