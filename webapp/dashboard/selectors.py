@@ -515,8 +515,9 @@ def team_visible(*, user: AbstractBaseUser | AnonymousUser, slug: str) -> Team |
 
 def team_stats(*, team: Team) -> dict[str, Any]:
     kept = Iteration.objects.filter(job__team=team, verdict=Iteration.Verdict.KEPT)
-    gpu_best = Max("speedup", filter=~interpreter_result_q())  # interpreter ratios are no "best"
     return {
         "jobs": Job.objects.filter(team=team).count(),
-        **kept.aggregate(kept=Count("id"), best=gpu_best),
+        "kept": kept.count(),
+        # Interpreter ratios are no "best" (exclude() also keeps rows the JSON keys are missing in).
+        "best": kept.exclude(interpreter_result_q()).aggregate(best=Max("speedup"))["best"],
     }
