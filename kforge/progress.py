@@ -7,6 +7,7 @@ the CPU interpreter read "interp.", as on the job page: they check correctness, 
 
 from __future__ import annotations
 
+import shutil
 import sys
 from typing import Any, TextIO
 
@@ -26,21 +27,21 @@ class Progress:
         self.problems = problems
         self.by_budget = bool(budget_minutes)
         if self.by_budget:
-            total, unit = float(budget_minutes or 0), " budget min"
+            total, unit = float(budget_minutes or 0), " min"
             counter = "{n:.1f}/{total:.0f}"
         else:
             total, unit, counter = problems, " problems", "{n}/{total}"
         self.bar = tqdm(
-            desc=title[:40],
+            desc=title[:24],
             total=total,
             file=stream,
             disable=quiet,
             mininterval=0.5,
             leave=True,
-            bar_format="{desc}: {percentage:3.0f}%|{bar}| "
-            + counter
-            + unit
-            + " [{elapsed}{postfix}]",
+            bar_format=f"{{desc}}: {{percentage:3.0f}}%|{{bar}}| {counter}{unit} [{{elapsed}}{{postfix}}]",
+            # A terminal that reports 0 columns (some ptys) makes tqdm drop the bar and this
+            # format; shutil falls back to 80 columns there.
+            ncols=shutil.get_terminal_size().columns,
         )
         self.iterations = 0
         self.spent_s = 0.0
@@ -81,10 +82,10 @@ class Progress:
         return "interp." if self.interpreter_best else "-"
 
     def _refresh(self) -> None:
-        parts = [self.status]
+        # Most telling first: a narrow terminal cuts the end of the line.
+        parts = [self.status, f"best {self.best_text}", f"{self.iterations} iter"]
         if self.by_budget:
-            parts.append(f"{self.done}/{self.problems} problems done")
-        parts += [f"{self.iterations} iterations", f"best {self.best_text}"]
+            parts.append(f"{self.done}/{self.problems} done")
         self.bar.set_postfix_str(", ".join(parts), refresh=False)
         self.bar.refresh()
 

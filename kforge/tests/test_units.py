@@ -157,6 +157,6 @@ def test_a_job_with_a_budget_moves_the_bar_as_the_budget_is_spent_and_marks_inte
                            "interpreter": True})  # fmt: skip
     progress.close()
     last = _shown(stream).strip().splitlines()[-1]
-    assert "1.5/30 budget min" in last and "0/1 problems done" in last, last
+    assert "1.5/30 min" in last and "0/1 done" in last and "2 iter" in last, last
     assert "best interp." in last and "0.75" not in last
     assert progress.interpreter_tasks == {7}
