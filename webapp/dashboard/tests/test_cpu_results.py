@@ -93,3 +93,32 @@ def test_an_ended_job_says_it_ended_not_that_results_are_coming(alice_client, cp
     assert "Nothing yet" not in page and "Last hypothesis" in page
     page = alice_client.get(f"/jobs/{cpu.waiting.id}/").content.decode()
     assert "Nothing yet: iterations appear here" in page and "Current hypothesis" in page
+
+
+def test_an_untimed_attempt_on_the_cpu_carries_no_timed_in_the_interpreter_banner(
+    alice_client, cpu
+):
+    """Issue 17: CUDA C++ candidates that failed with "need a GPU" said "Timed in Triton's CPU
+    interpreter" although nothing was timed."""
+    from webapp.jobs import services
+
+    task = cpu.waiting.tasks.get()
+    claim = services.task_claim(task_id=task.id, worker="cpu@up")
+    services.iteration_record(
+        task_id=claim.task_id,
+        attempt=claim.attempt,
+        data=services.IterationData(
+            index=0,
+            verdict="compile_failed",
+            source="# a CUDA C++ candidate\n",
+            reason="CUDA C++ candidates need a GPU; none is visible",
+            evaluation={
+                "verdict": "compile_error",
+                "compile": {"ok": False, "log": "CUDA C++ candidates need a GPU; none is visible"},
+                "device": {"name": "cpu (triton interpreter)", "kind": "interpreter"},
+            },
+        ),
+    )
+    seq = Iteration.objects.get(task=task).seq
+    page = alice_client.get(f"/jobs/{cpu.waiting.id}/iterations/{seq}/").content.decode()
+    assert "need a GPU" in page and "Timed in Triton" not in page
