@@ -39,8 +39,8 @@ DTYPE_SPELLINGS: dict[str, str] = {
 
 
 def canonical_dtype(text: str) -> str:
-    """ "torch.bfloat16", "BF16", "bfloat16" -> "bf16"; anything else is returned as written
-    (Op.validate then says which dtypes the op takes)."""
+    """The canonical name ("bf16" for "torch.bfloat16", "BF16" or "bfloat16"); anything else
+    is returned as written (Op.validate then says which dtypes the op takes)."""
     name = text.strip().lower().removeprefix("torch.")
     return name if name in DTYPES else DTYPE_SPELLINGS.get(name, text.strip())
 
