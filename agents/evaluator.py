@@ -76,7 +76,9 @@ class CompileStats:
         return asdict(self)
 
 
-class HarnessEvaluator:
+# Subclasses the protocol (rather than only matching it) to inherit `supports`: without it a CPU
+# worker was offered CUDA C++ families (agents.context.RunContext.families).
+class HarnessEvaluator(Evaluator):
     """harness.evaluate / harness.profile with the run's quick mode, baselines and time limits.
 
     Compiling ahead: `prefetch` hands the next planned candidates to a thread pool (bounded by

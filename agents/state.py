@@ -74,7 +74,9 @@ class Pending(TypedDict):
 class Plan(TypedDict):
     hypothesis: str
     move: str  # "params": render families at points; "rewrite": the coder edits the best source
-    points: list[dict[str, Any]]  # [{"family": name, "params": {...}}] for "params" moves
+    # [{"family": name, "params": {...}, "hypothesis": "why this point"}] for "params" moves;
+    # a point without its own hypothesis (an LLM plan's) takes the plan's
+    points: list[dict[str, Any]]
     rewrite: str  # the code-level change requested from the LLM coder
     llm_tokens: int
     llm_cost_usd: float

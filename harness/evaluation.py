@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from harness import device as device_mod
-from harness import gpu_state, sanitizer, static_scan, timing
+from harness import gpu_state, redact, sanitizer, static_scan, timing
 from harness.baselines import applicable
 from harness.config import TIMING_PROTOCOL, EvalConfig
 from harness.ops import resolve_op
@@ -152,7 +152,7 @@ def _child(
     # Where an evaluation's time goes (start-up vs work), per phase, from the parent's clock.
     ev.checks.setdefault("phase_wall_s", {})[phase] = round(res.wall_s, 3)
     if not trusted:
-        ev.stdout_tail = res.output
+        ev.stdout_tail = redact.output(res.output, workdir)
         ev.isolation = res.isolation or ev.isolation
     if res.status is not ChildStatus.OK:
         ev.verdict = Verdict.INFRA_ERROR if trusted else _STATUS_VERDICT[res.status]

@@ -20,6 +20,7 @@ import torch
 from harness import cases as cases_mod
 from harness.compare import closeness, exact_mismatches, max_abs_error
 from harness.ops import VENDOR_ATEN_OPS, VENDOR_KERNEL_MARKERS, resolve_op
+from harness.redact import candidate_traceback
 from kernels.problem import Problem
 
 
@@ -306,7 +307,7 @@ def _load_candidate(job: dict, watch=None):
     except BaseException as exc:  # noqa: BLE001  (anything a module import can raise)
         return None, {
             "ok": False,
-            "log": "".join(traceback.format_exception(exc))[-6000:],
+            "log": candidate_traceback(exc, job["workdir"], limit=6000),
             "seconds": time.perf_counter() - t0,
         }
     info = {"ok": True, "log": "", "seconds": time.perf_counter() - t0}
@@ -389,7 +390,7 @@ def candidate_cases(job: dict) -> dict:
                 "kind": "cuda_fault"
                 if _is_cuda_fault(exc)
                 else ("compile" if _is_compile_error(exc) else "raised"),
-                "detail": "".join(traceback.format_exception(exc))[-4000:],
+                "detail": candidate_traceback(exc, job["workdir"], limit=4000),
             }
             break
         saved.append({"runs": runs, "inputs_after": after})
@@ -661,7 +662,7 @@ def candidate_sanitize(job: dict) -> dict:
                 _sync(device)()
                 calls += 1
     except BaseException as exc:  # noqa: BLE001  (the tool's log says what went wrong)
-        return {"calls": calls, "error": "".join(traceback.format_exception(exc))[-2000:]}
+        return {"calls": calls, "error": candidate_traceback(exc, job["workdir"], limit=2000)}
     return {"calls": calls, "shapes": ["x".join(map(str, p.shape)) for p in shapes]}
 
 

@@ -27,7 +27,6 @@ import os
 import shutil
 import tempfile
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -258,6 +257,7 @@ def child_phase(job: dict) -> dict:
 
     from harness.ops import resolve_op
     from harness.phases import _is_compile_error, _load_candidate
+    from harness.redact import candidate_traceback
     from kernels.problem import Problem
 
     device = job["device"]
@@ -287,7 +287,7 @@ def child_phase(job: dict) -> dict:
         return {
             "ok": False,
             "failure": "compile" if _is_compile_error(exc) else "raised",
-            "log": "".join(traceback.format_exception(exc))[-6000:],
+            "log": candidate_traceback(exc, job["workdir"], limit=6000),
             "seconds": time.perf_counter() - t0,
         }
     return {"ok": True, "seconds": time.perf_counter() - t0}

@@ -6,7 +6,7 @@ import importlib
 import pkgutil
 from functools import cache
 
-from kernels.problem import Family, Op, Problem, ProblemError
+from kernels.problem import Family, Op, Problem, ProblemError, canonical_dtype
 
 __all__ = ["Family", "Op", "Problem", "ProblemError", "all_ops", "get_op", "parse_problem"]
 
@@ -44,6 +44,8 @@ def parse_problem(
             raise ProblemError(f"shape {shape!r} is not sizes separated by 'x'") from None
     else:
         sizes = tuple(int(s) for s in shape)
-    problem = Problem(op=op.strip(), shape=sizes, dtype=dtype.strip(), layout=layout.strip())
+    problem = Problem(
+        op=op.strip(), shape=sizes, dtype=canonical_dtype(dtype), layout=layout.strip()
+    )
     get_op(problem.op).validate(problem)
     return problem

@@ -28,6 +28,22 @@ DTYPES: dict[str, torch.dtype] = {
     "bf16": torch.bfloat16,
     "fp32": torch.float32,
 }
+# Other spellings people write (torch's names, with or without "torch."), case-insensitive.
+DTYPE_SPELLINGS: dict[str, str] = {
+    "float16": "fp16",
+    "half": "fp16",
+    "bfloat16": "bf16",
+    "float32": "fp32",
+    "float": "fp32",
+}
+
+
+def canonical_dtype(text: str) -> str:
+    """The canonical name ("bf16" for "torch.bfloat16", "BF16" or "bfloat16"); anything else
+    is returned as written (Op.validate then says which dtypes the op takes)."""
+    name = text.strip().lower().removeprefix("torch.")
+    return name if name in DTYPES else DTYPE_SPELLINGS.get(name, text.strip())
+
 
 # Upper bound on elements of any one tensor a problem may describe: 2**34 elements is 32 GiB
 # in bf16, beyond what a single GPU test should ever allocate.
@@ -160,12 +176,13 @@ class Op(abc.ABC):
                 raise ProblemError(f"{dim}={size}: sizes must be positive")
         if problem.dtype not in self.dtypes:
             raise ProblemError(
-                f"{self.name} supports dtypes {list(self.dtypes)}, not {problem.dtype!r}"
+                f"{self.name} supports dtypes {', '.join(self.dtypes)}, not {problem.dtype!r}"
             )
         if problem.layout not in self.layouts:
-            raise ProblemError(
-                f"{self.name} supports layouts {list(self.layouts)}, not {problem.layout!r}"
-            )
+            if self.layouts == ("",):
+                raise ProblemError(f"{self.name} takes no layout, not {problem.layout!r}")
+            layouts = ", ".join(repr(x) if x == "" else x for x in self.layouts)
+            raise ProblemError(f"{self.name} supports layouts {layouts}, not {problem.layout!r}")
         for spec in self.input_shapes(problem) + [self.output_spec(problem).shape]:
             n = 1
             for s in spec:

@@ -1,11 +1,13 @@
-"""kforge: submit jobs, follow them, download winners. Exit codes are in ExitCode.
+"""kforge: submit jobs to KernelForge, follow them, download the winning kernels.
 
-    kforge submit shapes.yaml --team ml --budget 30m --wait
-    kforge status JOB [--wait]
+    kforge submit shapes.yaml --team my-team --budget 30m --wait
+    kforge status JOB [--wait] [--json]
     kforge cancel JOB
     kforge download JOB -o out.zip
 
-The server and token come from --url/--token or KFORGE_URL/KFORGE_TOKEN.
+The server and token come from --url/--token or KFORGE_URL/KFORGE_TOKEN (create a token on the
+site's "API tokens" page, which also lists your teams' slugs for --team). Options such as -q
+work before or after the command.
 """
 
 from __future__ import annotations
@@ -30,12 +32,14 @@ RECONNECT_TRIES = 10
 
 
 class ExitCode(enum.IntEnum):
-    OK = 0  # done (or the command succeeded)
-    JOB_FAILED = 1  # the job ended failed
-    USAGE = 2  # bad arguments (argparse uses 2 as well)
-    JOB_CANCELLED = 3  # the job ended cancelled
-    API_ERROR = 4  # the server refused: auth, validation, quota, not found, no winners...
-    UNREACHABLE = 5  # no usable answer from the server
+    """What each means: EXIT_MEANING (printed by --help)."""
+
+    OK = 0
+    JOB_FAILED = 1
+    USAGE = 2  # argparse uses 2 as well
+    JOB_CANCELLED = 3
+    API_ERROR = 4  # auth, validation, quota, not found, no winners...
+    UNREACHABLE = 5
 
 
 FINAL_EXIT = {
@@ -68,39 +72,85 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _exit_codes() -> str:
+    return "exit codes:\n" + "\n".join(f"  {code.value}  {EXIT_MEANING[code]}" for code in ExitCode)
+
+
+EXIT_MEANING = {
+    ExitCode.OK: "done (or the command succeeded)",
+    ExitCode.JOB_FAILED: "the job failed",
+    ExitCode.USAGE: "bad arguments",
+    ExitCode.JOB_CANCELLED: "the job was cancelled",
+    ExitCode.API_ERROR: "the server refused (its error code is printed)",
+    ExitCode.UNREACHABLE: "the server could not be reached",
+}
+
+
+def _common_options() -> argparse.ArgumentParser:
+    """Options every command takes, before or after its name: `kforge -q status J` and
+    `kforge status J -q` are the same (SUPPRESS: a later parser keeps an earlier value). A new
+    parser per use: parents share their action objects, and set_defaults would change them."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--url", default=argparse.SUPPRESS, help="server (default: $KFORGE_URL or %(default)s)"
+    )
+    common.add_argument("--token", default=argparse.SUPPRESS, help="API token ($KFORGE_TOKEN)")
+    common.add_argument(
+        "--timeout", type=float, default=argparse.SUPPRESS, help="seconds per request (60)"
+    )
+    common.add_argument(
+        "-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress bar"
+    )
+    return common
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kforge", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="kforge",
+        description=__doc__.strip(),
+        epilog=_exit_codes(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[_common_options()],
+    )
     parser.add_argument("--version", action="version", version=f"kforge {__version__}")
-    parser.add_argument("--url", default=os.environ.get("KFORGE_URL", "http://127.0.0.1:8000"))
-    parser.add_argument("--token", help="API token (default: $KFORGE_TOKEN)")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.set_defaults(
+        url=os.environ.get("KFORGE_URL", "http://127.0.0.1:8000"),
+        token=None,
+        timeout=60.0,
+        quiet=False,
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     submit = commands.add_parser(
-        "submit", help="submit a shape set (.csv/.json/.yaml) or a model file"
+        "submit",
+        help="submit a shape set (.csv/.json/.yaml) or a model file",
+        parents=[_common_options()],
     )
     submit.add_argument(
         "file", type=Path, help="shape set or model file ('-' reads shapes from stdin)"
     )
-    submit.add_argument("--team", required=True, help="team slug")
+    submit.add_argument(
+        "--team", required=True, help="team slug (listed on the site's API tokens page)"
+    )
     submit.add_argument("--title", help="job title (default: the file name)")
     submit.add_argument("--queue", help="worker queue (default: the server's first)")
     submit.add_argument("--budget", type=_budget, help="GPU budget, e.g. 30m or 2h")
     submit.add_argument("--wait", action="store_true", help="follow the job until it ends")
     submit.set_defaults(run=cmd_submit)
 
-    status = commands.add_parser("status", help="show a job")
+    status = commands.add_parser("status", help="show a job", parents=[_common_options()])
     status.add_argument("job")
     status.add_argument("--wait", action="store_true", help="follow the job until it ends")
     status.add_argument("--json", action="store_true", help="print the job as JSON")
     status.set_defaults(run=cmd_status)
 
-    cancel = commands.add_parser("cancel", help="cancel a job")
+    cancel = commands.add_parser("cancel", help="cancel a job", parents=[_common_options()])
     cancel.add_argument("job")
     cancel.set_defaults(run=cmd_cancel)
 
-    download = commands.add_parser("download", help="download a job's winning kernels (zip)")
+    download = commands.add_parser(
+        "download", help="download a job's winning kernels (zip)", parents=[_common_options()]
+    )
     download.add_argument("job")
     download.add_argument(
         "-o", "--output", type=Path, help="zip path (default kernelforge-JOB.zip)"
@@ -175,7 +225,12 @@ def cmd_download(client: Client, args: argparse.Namespace) -> int:
 
 def _wait(client: Client, job: dict[str, Any], *, quiet: bool) -> int:
     """Follow the event stream to the end, reconnecting from the last seq if it drops."""
-    progress = Progress(title=job["title"], quiet=quiet)
+    progress = Progress(
+        title=job["title"],
+        problems=len(job.get("problems") or []),
+        budget_minutes=job.get("gpu_minutes"),
+        quiet=quiet,
+    )
     after, failures = 0, 0
     try:
         while True:
@@ -203,14 +258,18 @@ def _wait(client: Client, job: dict[str, Any], *, quiet: bool) -> int:
 def _finish(client: Client, job_id: str, progress: Progress) -> int:
     progress.close()
     job = client.job(job_id)
-    _print_job(job)
+    _print_job(job, interpreter_tasks=progress.interpreter_tasks)
     return FINAL_EXIT.get(job["status"], ExitCode.JOB_FAILED)
 
 
-def _print_job(job: dict[str, Any]) -> None:
+def _print_job(
+    job: dict[str, Any], interpreter_tasks: frozenset[int] | set[int] = frozenset()
+) -> None:
     _say(f"job {job['id']} ({job['title']}, team {job['team']}): {job['status']}")
     for task in job.get("tasks", []):
         best = f"{task['best_speedup']:.2f}x" if task.get("best_speedup") is not None else "-"
+        if task.get("id") in interpreter_tasks:
+            best = "interp. (CPU interpreter timings check correctness, not speed)"
         line = f"  {task['problem']:<32} {task['status']:<10} {task['iterations']:>4} iterations, best {best}"
         if task.get("error"):
             line += f"\n    error: {task['error'].strip().splitlines()[-1][:200]}"

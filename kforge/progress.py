@@ -1,7 +1,13 @@
-"""What `--wait` shows while a job runs: a bar of finished problems, iterations, best speedup."""
+"""What `--wait` shows while a job runs: a bar, problems done, iterations, best speedup.
+
+The bar moves with what a job spends: its GPU budget when the job has one (a one-problem job
+would otherwise sit at 0/1 until it ends), else the problems finished. Best speedups timed in
+the CPU interpreter read "interp.", as on the job page: they check correctness, not speed.
+"""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from typing import Any, TextIO
 
@@ -9,31 +15,78 @@ from tqdm import tqdm
 
 
 class Progress:
-    def __init__(self, *, title: str, stream: TextIO = sys.stderr, quiet: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        title: str,
+        problems: int,
+        budget_minutes: float | None = None,
+        stream: TextIO = sys.stderr,
+        quiet: bool = False,
+    ) -> None:
+        self.problems = problems
+        self.by_budget = bool(budget_minutes)
+        if self.by_budget:
+            total, unit = float(budget_minutes or 0), " min"
+            counter = "{n:.1f}/{total:.0f}"
+        else:
+            total, unit, counter = problems, " problems", "{n}/{total}"
         self.bar = tqdm(
-            desc=title[:40], unit="problem", file=stream, disable=quiet, mininterval=0.5, leave=True
+            desc=title[:24],
+            total=total,
+            file=stream,
+            disable=quiet,
+            mininterval=0.5,
+            leave=True,
+            bar_format=f"{{desc}}: {{percentage:3.0f}}%|{{bar}}| {counter}{unit} [{{elapsed}}{{postfix}}]",
+            # A terminal that reports 0 columns (some ptys) makes tqdm drop the bar and this
+            # format; shutil falls back to 80 columns there.
+            ncols=shutil.get_terminal_size().columns,
         )
         self.iterations = 0
+        self.spent_s = 0.0
+        self.done = 0
         self.best: float | None = None
+        self.interpreter_best = False  # something was kept, but only in the CPU interpreter
+        self.interpreter_tasks: set[int] = set()  # tasks whose kept results are interpreter ones
         self.status = "queued"
 
     def on_status(self, status: dict[str, Any]) -> None:
         tasks = status.get("tasks", [])
         self.status = status.get("status", self.status)
-        self.bar.total = len(tasks)
-        self.bar.n = sum(1 for t in tasks if t.get("status") not in ("queued", "running"))
+        self.problems = len(tasks) or self.problems
+        self.done = sum(1 for t in tasks if t.get("status") not in ("queued", "running"))
+        if not self.by_budget:
+            self.bar.total = self.problems
+            self.bar.n = self.done
         self._refresh()
 
     def on_iteration(self, iteration: dict[str, Any]) -> None:
         self.iterations += 1
+        self.spent_s += iteration.get("gpu_s") or 0.0
+        if self.by_budget:
+            self.bar.n = min(self.bar.total, self.spent_s / 60.0)
         speedup = iteration.get("speedup")
         if iteration.get("verdict") == "kept" and speedup is not None:
-            self.best = max(self.best or 0.0, speedup)
+            if iteration.get("interpreter"):
+                self.interpreter_best = True
+                self.interpreter_tasks.add(iteration.get("task"))
+            else:
+                self.best = max(self.best or 0.0, speedup)
         self._refresh()
 
+    @property
+    def best_text(self) -> str:
+        if self.best is not None:
+            return f"{self.best:.2f}x"
+        return "interp." if self.interpreter_best else "-"
+
     def _refresh(self) -> None:
-        best = f"{self.best:.2f}x" if self.best is not None else "-"
-        self.bar.set_postfix_str(f"{self.status}, {self.iterations} iterations, best {best}")
+        # Most telling first: a narrow terminal cuts the end of the line.
+        parts = [self.status, f"best {self.best_text}", f"{self.iterations} iter"]
+        if self.by_budget:
+            parts.append(f"{self.done}/{self.problems} done")
+        self.bar.set_postfix_str(", ".join(parts), refresh=False)
         self.bar.refresh()
 
     def close(self) -> None:

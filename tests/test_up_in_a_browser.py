@@ -161,6 +161,8 @@ def test_it_runs_a_shape_set_job_live_and_stops_cleanly_on_ctrl_c(up, tmp_path):
         assert seqs == list(range(1, 2 * STEPS + 1)), "every event once, in order"
         expect(page.locator('#tasks [data-role="status"]')).to_have_text(["Done", "Done"])
         browser.close()
+    # `up` also said how to run the command line, with the demo team's slug (issue 17).
+    assert "kforge submit shapes.csv --team demo-team" in up["output"](), up["output"]()
 
     # Ctrl-C: the terminal sends SIGINT to `up`; everything it started must stop.
     process = up["process"]

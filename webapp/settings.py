@@ -28,6 +28,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.humanize",  # naturaltime: "just now", not "0 minutes ago"
     "channels",
     "webapp.accounts",
     "webapp.jobs",

@@ -40,7 +40,7 @@ def coder(
                     source=source,
                     family=family.name,
                     params=dict(point["params"]),
-                    hypothesis=plan["hypothesis"],
+                    hypothesis=point.get("hypothesis") or plan["hypothesis"],
                     parent=parent,
                     origin=f"family:{family.name}",
                     llm_tokens=0,

@@ -21,7 +21,7 @@ from agents.context import RunContext
 from agents.reporting import AttemptVerdict, IterationEvent
 from agents.state import Best, OptimizeState, Pending, Record
 from agents.stopping import stop_reason, time_left
-from harness.results import Evaluation, Verdict
+from harness.results import Evaluation, Regime, Verdict
 
 _FAILED: dict[Verdict, AttemptVerdict] = {
     Verdict.COMPILE_ERROR: AttemptVerdict.COMPILE_FAILED,
@@ -56,23 +56,32 @@ def decide(
             AttemptVerdict.REVERTED, f"correct but not timed against {config.baseline}", None
         )
     noise = evaluation.timings.noise
+    # Interpreter ratios are CPU emulation vs torch on the CPU (~0.001x): say so.
+    where = " (CPU interpreter)" if evaluation.timings.regime is Regime.INTERPRETER else ""
     if is_first:
         return Decision(
-            AttemptVerdict.BASELINE, f"starting point: {speedup:.3f}x vs {config.baseline}", speedup
+            AttemptVerdict.BASELINE,
+            f"starting point: {_x(speedup)} vs {config.baseline}{where}",
+            speedup,
         )
     if best is None:
         return Decision(
             AttemptVerdict.KEPT,
-            f"first correct candidate: {speedup:.3f}x vs {config.baseline}",
+            f"first correct candidate: {_x(speedup)} vs {config.baseline}{where}",
             speedup,
         )
     threshold = max(noise, best["noise"], config.min_gain)
     gain = speedup / best["speedup"] - 1.0
     if gain > threshold:
-        reason = f"{speedup:.3f}x beats best {best['speedup']:.3f}x by {gain:+.1%} (> noise {threshold:.1%})"
+        reason = f"{_x(speedup)} beats best {_x(best['speedup'])} by {gain:+.1%} (> noise {threshold:.1%}){where}"
         return Decision(AttemptVerdict.KEPT, reason, speedup)
-    reason = f"{speedup:.3f}x vs best {best['speedup']:.3f}x: {gain:+.1%}, not above noise {threshold:.1%}"
+    reason = f"{_x(speedup)} vs best {_x(best['speedup'])}: {gain:+.1%}, not above noise {threshold:.1%}{where}"
     return Decision(AttemptVerdict.REVERTED, reason, speedup)
+
+
+def _x(speedup: float) -> str:
+    """Three significant digits: at 0.001x, "0.001x beats best 0.001x by +86%" says nothing."""
+    return f"{speedup:.3g}x"
 
 
 def judge(

@@ -102,10 +102,20 @@ def offline_plan(state: OptimizeState, ctx: RunContext) -> Plan | None:
         # best. A whole batch of defaults cost ~2.5 GPU-minutes on the H200 (a CUDA build
         # among them), a quarter of a 10-minute run.
         defaults = defaults[: max(1, ctx.config.batch_size // 2)]
+    words = f"{diagnosis.evidence}: {diagnosis.advice}."
+    # Each point carries the reason for that point: a candidate's hypothesis must name its own
+    # family and change, not the batch's first one (issue 17).
     for point in [*starts, *defaults]:
         key = _key(point["family"], point["params"])
         if len(points) < ctx.config.batch_size and key not in seen:
             seen.add(key)
+            why = (
+                f"a measured starting point for this shape class ({point['family']};"
+                f" kernels/ops/{ctx.op.name}/starting_points.py)"
+                if any(point is s for s in starts)
+                else f"{point['family']} at its default point (not tried yet)"
+            )
+            point["hypothesis"] = f"{words} {why}"
             points.append(point)
     chosen = _choose_family(history, families, rng)
     hypothesis = ""
@@ -123,15 +133,13 @@ def offline_plan(state: OptimizeState, ctx: RunContext) -> Plan | None:
             obs, k=ctx.config.batch_size - len(points), anchor=anchor, exclude=exclude, prior=prefs
         )
         for params in proposed:
-            points.append({"family": name, "params": params})
-        if proposed and not hypothesis:
-            change = _describe_change(anchor, proposed[0])
-            predicted = math.exp(search.predict(obs, proposed[0])) if obs else None
-            guess = f"; surrogate predicts {predicted:.2f}x" if predicted else ""
-            hypothesis = f"{name}: {change}{guess}"
+            predicted = math.exp(search.predict(obs, params)) if obs else None
+            guess = f"; surrogate predicts {predicted:.3g}x" if predicted else ""
+            why = f"{name}: {_describe_change(anchor, params)}{guess}"
+            points.append({"family": name, "params": params, "hypothesis": f"{words} {why}"})
+            hypothesis = hypothesis or why
     if not points:
         return None
-    words = f"{diagnosis.evidence}: {diagnosis.advice}."
     started = [p for p in points if any(p is s for s in starts)]
     if started:
         names = ", ".join(dict.fromkeys(p["family"] for p in started))

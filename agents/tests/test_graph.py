@@ -186,3 +186,42 @@ def test_it_searches_only_the_families_the_evaluator_can_run():
     evaluator, reporter = FakeEvaluator(block_m_score), ListReporter()
     optimize(PROBLEM, config(evaluator), reporter)
     assert "matmul_cuda_wmma" in {e.family for e in reporter.events}, "a GPU evaluator gets it"
+
+
+def test_the_workers_real_evaluator_offers_no_cuda_family_without_a_gpu(monkeypatch):
+    """The evaluator a worker runs (not a fake) says what it can run; it did not, so a CPU
+    worker planned CUDA C++ candidates that all failed with "need a GPU" (issue 17)."""
+    from agents.context import RunContext
+    from agents.evaluator import HarnessEvaluator
+    from kernels import get_op
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    evaluator = HarnessEvaluator(config(None))
+    try:
+        ctx = RunContext(
+            config=config(evaluator),
+            problem=PROBLEM,
+            op=get_op("matmul"),
+            evaluator=evaluator,
+            reporter=ListReporter(),
+        )
+        assert "matmul_cuda_wmma" not in ctx.families and "matmul_tiled" in ctx.families
+        assert evaluator.supports("triton") and not evaluator.supports("cuda")
+    finally:
+        evaluator.close()
+
+
+def test_each_candidates_hypothesis_names_its_own_family_and_changes():
+    """A batch holds several families' points; each candidate's hypothesis describes that
+    candidate, not the batch's first point (issue 17: #25 named another family and knob)."""
+    import re
+
+    reporter = ListReporter()
+    optimize(PROBLEM, config(FakeEvaluator(block_m_score), batch_size=4), reporter)
+    changes_seen = 0
+    for event in reporter.events[1:]:
+        assert event.family and event.family in event.hypothesis, (event.family, event.hypothesis)
+        for knob, new in re.findall(r"\b([A-Z_]+) \S+->([^,;\s]+)", event.hypothesis):
+            assert str(event.params[knob]) == new, (event.params, event.hypothesis)
+            changes_seen += 1
+    assert changes_seen >= 3, "the run reached the search's proposals"

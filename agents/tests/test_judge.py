@@ -7,12 +7,17 @@ CONFIG = OptimizeConfig(budget=Budget(wall_s=60), min_gain=0.01)
 
 
 def evaluation(
-    speedup: float | None, *, noise: float = 0.01, verdict=Verdict.PASSED, implausible=False
+    speedup: float | None,
+    *,
+    noise: float = 0.01,
+    verdict=Verdict.PASSED,
+    implausible=False,
+    regime=Regime.OFFLINE,
 ):
     timings = None
     if speedup is not None:
         stats = TimingStats(100 / speedup, 1.0, 100 / speedup, 100 / speedup, 20, noise)
-        timings = Timings(Regime.OFFLINE, "v1", stats, speedups={"torch": speedup}, noise=noise)
+        timings = Timings(regime, "v1", stats, speedups={"torch": speedup}, noise=noise)
     return Evaluation(
         "c",
         "p",
@@ -88,3 +93,15 @@ def test_it_maps_harness_failures_to_attempt_verdicts():
 def test_it_never_keeps_an_implausible_result():
     d = decide(evaluation(50.0, implausible=True), best(1.0), CONFIG, is_first=False)
     assert d.verdict is AttemptVerdict.CHEAT
+
+
+def test_its_reasons_keep_interpreter_sized_ratios_readable_and_say_where_they_were_timed():
+    """Issue 17: "0.001x beats best 0.001x by +85.9%" hid both numbers."""
+    d = decide(
+        evaluation(0.00123, regime=Regime.INTERPRETER), best(0.000662), CONFIG, is_first=False
+    )
+    assert d.verdict is AttemptVerdict.KEPT
+    assert d.reason.startswith("0.00123x beats best 0.000662x by +85.8%")
+    assert d.reason.endswith("(CPU interpreter)")
+    on_gpu = decide(evaluation(1.234), best(1.1), CONFIG, is_first=False).reason
+    assert on_gpu.startswith("1.23x beats best 1.1x") and "interpreter" not in on_gpu

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import kernels
 from harness import Backend, Candidate, EvalConfig, Evaluation, Regime, Verdict, evaluate
 from harness.tests.conftest import needs_interpreter, run_fixture, source
@@ -47,6 +49,23 @@ def test_it_reports_a_module_that_does_not_import_as_a_compile_error():
     ev = run_fixture("x", source_text="def run(a, b, *, out):\n    return (\n")
     assert ev.verdict is Verdict.COMPILE_ERROR
     assert "SyntaxError" in ev.compile.log
+    assert ev.compile.log.startswith('  File "kf_candidate.py", line 2'), ev.compile.log
+
+
+SERVER_PATHS = ("/tmp/", str(Path(__file__).resolve().parents[2]), "site-packages", "harness/")
+
+
+def test_an_import_traceback_shows_the_candidates_lines_and_no_server_paths_or_profiler_log():
+    """Issue 17: the log began in harness/phases.py under the server's checkout, and the output
+    was torch's profiler log (USDT ... profiler_start)."""
+    text = "import torch\n\n\ndef helper():\n    return undefined_name\n\n\nhelper()\n"
+    ev = run_fixture("x", source_text=text + "\n\ndef run(a, b, *, out):\n    pass\n")
+    assert ev.verdict is Verdict.COMPILE_ERROR
+    log = ev.compile.log
+    assert log.startswith('Traceback (most recent call last):\n  File "kf_candidate.py", line 8')
+    assert 'File "kf_candidate.py", line 5, in helper' in log and "NameError" in log
+    assert not [p for p in SERVER_PATHS if p in log + ev.error], log
+    assert "profiler_" not in ev.stdout_tail and "USDT" not in ev.stdout_tail, ev.stdout_tail
 
 
 def test_it_reports_a_module_without_run_as_a_compile_error():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -111,6 +112,54 @@ def test_it_screens_source_statically(source, check):
 
 def test_it_does_not_flag_ordinary_names():
     assert static_scan.scan("start_time = 0\nelapsed = end - start\n") == []
+
+
+EXPLOITS = Path(__file__).parent / "exploits"
+
+
+@pytest.mark.parametrize("name", ["exploit_cached_result.py", "exploit_read_reference.py"])
+def test_it_flags_a_candidate_that_keys_on_or_compares_tensor_addresses(name):
+    found = [
+        f for f in static_scan.scan((EXPLOITS / name).read_text()) if f.check == "static:caching"
+    ]
+    assert len(found) == 1 and "tensor address" in found[0].detail, found
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "seen = {}\ndef run(a, *, out):\n    seen[a.data_ptr()] = 1\n",
+        "last = [0]\ndef run(a, *, out):\n    if a.data_ptr() == last[0]: return\n",
+        'CPP = "static void* last; if (a.data_ptr() == last) return;"\n',
+        'CPP = "cache.find(a.data_ptr<float>());"\n',
+        "key = a.data_ptr() % 2**40\n",  # a modulus that is no alignment keeps the address
+    ],
+)
+def test_it_flags_addresses_kept_or_compared_in_python_and_cpp(source):
+    assert "static:caching" in {f.check for f in static_scan.scan(source)}
+
+
+def test_it_does_not_flag_the_products_own_rendered_families():
+    """Host code of our families reads addresses only to launch kernels or test alignment
+    (FAST_LAUNCH, the TMA descriptors, the CUDA C++ family's pointer casts)."""
+    import kernels
+
+    problems = [
+        kernels.parse_problem("matmul", "256x256x256", "fp16", "NN"),
+        kernels.parse_problem("matmul", "256x512x128", "bf16", "NT+bias"),
+        kernels.parse_problem("rmsnorm", "64x1024", "fp32"),
+    ]
+    rendered = 0
+    for problem in problems:
+        for family in kernels.get_op(problem.op).families():
+            source = family.render(problem, family.default(problem))
+            assert "data_ptr()" in source  # the rule has something to judge
+            assert static_scan.scan(source) == [], (family.name, static_scan.scan(source))
+            rendered += 1
+    assert rendered >= 8
+    # Honest sources the harness tests evaluate are clean too.
+    for name in ("honest_cuda_matmul.py", "honest_triton_matmul.py"):
+        assert static_scan.scan((EXPLOITS / name).read_text()) == []
 
 
 def test_it_parses_cuobjdump_resource_usage():

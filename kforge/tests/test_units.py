@@ -85,3 +85,78 @@ def test_the_project_installs_the_kforge_command():
 
     project = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())
     assert project["project"]["scripts"]["kforge"] == "kforge.cli:main"
+
+
+# --- What a new user hit (issue 17) -----------------------------------------------------------
+
+
+def test_help_describes_the_tool_and_lists_every_exit_code(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "ExitCode" not in out and "submit jobs to KernelForge" in out
+    for code in ExitCode:
+        assert f"\n  {code.value}  " in out
+    assert "slugs for --team" in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-q", "status", "j"],
+        ["status", "j", "-q"],
+        ["status", "j", "--quiet", "--url", "http://x"],
+        ["--url", "http://y", "-q", "status", "j", "--url", "http://x"],
+    ],
+)
+def test_common_options_work_before_or_after_the_command(argv):
+    from kforge.cli import _parser
+
+    args = _parser().parse_args(argv)
+    assert args.quiet is True and args.timeout == 60.0
+    if "http://x" in argv:
+        assert args.url == "http://x"
+    assert _parser().parse_args(["status", "j"]).quiet is False
+
+
+def test_options_after_the_command_reach_the_client(capsys):
+    code = main(["status", "j", "-q", "--url", "http://127.0.0.1:9", "--token", "kf_x",
+                 "--timeout", "2"])  # fmt: skip
+    assert code == ExitCode.UNREACHABLE and "cannot reach" in capsys.readouterr().err
+
+
+def _shown(stream) -> str:
+    return stream.getvalue().replace("\r", "\n")
+
+
+def test_the_bar_starts_at_0_of_n_problems_and_counts_them():
+    import io
+
+    from kforge.progress import Progress
+
+    stream = io.StringIO()
+    progress = Progress(title="t", problems=2, stream=stream)
+    progress.on_status({"status": "running", "tasks": [{"status": "done"}, {"status": "running"}]})
+    progress.close()
+    shown = _shown(stream)
+    assert "problem [" not in shown and "0problem" not in shown
+    assert "0/2 problems" in shown and "1/2 problems" in shown
+
+
+def test_a_job_with_a_budget_moves_the_bar_as_the_budget_is_spent_and_marks_interpreter_bests():
+    import io
+
+    from kforge.progress import Progress
+
+    stream = io.StringIO()
+    progress = Progress(title="t", problems=1, budget_minutes=30, stream=stream)
+    progress.on_status({"status": "running", "tasks": [{"status": "running"}]})
+    progress.on_iteration({"task": 7, "verdict": "baseline", "speedup": 0.06, "gpu_s": 45.0,
+                           "interpreter": True})  # fmt: skip
+    progress.on_iteration({"task": 7, "verdict": "kept", "speedup": 0.75, "gpu_s": 45.0,
+                           "interpreter": True})  # fmt: skip
+    progress.close()
+    last = _shown(stream).strip().splitlines()[-1]
+    assert "1.5/30 min" in last and "0/1 done" in last and "2 iter" in last, last
+    assert "best interp." in last and "0.75" not in last
+    assert progress.interpreter_tasks == {7}

@@ -24,13 +24,21 @@
   const traces = categories.map((c) => ({
     x: [], y: [], text: [], customdata: [], mode: "markers", type: "scatter", name: c.name,
     marker: { color: c.color, symbol: c.symbol, size: 8, line: { width: 1.5, color: c.color } },
-    hovertemplate: "#%{customdata}: %{text}<br>%{y:.2f}×<extra>" + c.name + "</extra>",
+    hovertemplate: "#%{customdata}: %{text}<br>%{y:.3g}×<extra>" + c.name + "</extra>",
   }));
+  // Until the first attempt there is nothing to scale axes to (plotly would draw Jan-Nov 2000
+  // and 0-4): the chart says what it waits for instead.
+  let empty = true;
+  let interpreter = false;
+  const note = (text) => [{ text: text, showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5,
+                            font: { size: 14, color: "#5b6470" } }];
   const wide = window.matchMedia("(min-width: 701px)").matches;
   Plotly.newPlot(el, traces, {
     margin: { l: 50, r: 10, t: 10, b: 40 },
-    xaxis: { type: "date", title: { text: wide ? "time" : "" } },
-    yaxis: { title: { text: "× vs torch" }, rangemode: "tozero" },
+    xaxis: { type: "date", title: { text: wide ? "time" : "" }, visible: false },
+    // exponentformat none: interpreter ratios (~0.0005) read as numbers, not "500μ".
+    yaxis: { title: { text: "× vs torch" }, rangemode: "tozero", exponentformat: "none", visible: false },
+    annotations: note(el.dataset.emptyText || ""),
     // On a phone the legend would take half the chart: a static key below replaces it.
     showlegend: wide,
     legend: { orientation: "h", y: -0.25 },
@@ -44,6 +52,14 @@
   }
 
   function addBatch(items) {
+    const layout = {};
+    if (empty) Object.assign(layout, { "xaxis.visible": true, "yaxis.visible": true, annotations: [] });
+    if (!interpreter && items.some((it) => it.interpreter)) {
+      interpreter = true;
+      layout["yaxis.title.text"] = wide ? "× vs torch (CPU interpreter)" : "× (interpreter)";
+    }
+    empty = false;
+    if (Object.keys(layout).length) Plotly.relayout(el, layout);
     const per = categories.map(() => ({ x: [], y: [], text: [], customdata: [] }));
     const best = {};
     for (const it of items) {
@@ -79,7 +95,7 @@
       if (!(problem in bestTraces)) {
         Plotly.addTraces(el, {
           x: [], y: [], mode: "lines", line: { shape: "hv", width: 2 }, name: "best: " + problem,
-          hovertemplate: "best %{y:.2f}×<extra>" + problem + "</extra>",
+          hovertemplate: "best %{y:.3g}×<extra>" + problem + "</extra>",
         });
         bestTraces[problem] = el.data.length - 1;
       }
@@ -105,4 +121,7 @@
     }
   });
   document.addEventListener("kf:iterations", (ev) => addBatch(ev.detail));
+  document.addEventListener("kf:status", (ev) => {
+    if (ev.detail.terminal && empty) Plotly.relayout(el, { annotations: note(el.dataset.endedText || "") });
+  });
 })();

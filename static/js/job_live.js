@@ -131,6 +131,13 @@
     }
     const cancel = document.getElementById("cancel-form");
     if (cancel && (status.terminal || status.cancel_requested)) cancel.hidden = true;
+    if (terminal) {
+      // Nothing more will arrive: no live dot, and the words say the job has ended.
+      setLive("done", "finished");
+      const label = document.getElementById("hypothesis-label");
+      if (label) label.textContent = "Last hypothesis:";
+      if (!seen.size && !pending.length) empty.textContent = empty.dataset.endedText;
+    }
     // We hold fewer events than the job has handed out: fetch the missing ones.
     if (status.last_seq > lastSeq) requestBackfill();
   }
@@ -171,7 +178,7 @@
     socket = new WebSocket(scheme + location.host + table.dataset.wsPath + "?last_seq=" + lastSeq);
     socket.addEventListener("open", function () {
       retryMs = 500;
-      setLive("open", "live");
+      if (!terminal) setLive("open", "live");
     });
     socket.addEventListener("message", onMessage);
     socket.addEventListener("close", function (event) {

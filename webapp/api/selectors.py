@@ -78,6 +78,11 @@ def is_interpreter_result(evaluation: dict[str, Any] | None) -> bool:
     return regime == "interpreter" or _device(evaluation).get("kind") == "interpreter"
 
 
+def interpreter_result_q() -> Q:
+    """is_interpreter_result as a filter on Iteration rows (the same rule, in SQL)."""
+    return Q(evaluation__timings__regime="interpreter") | Q(evaluation__device__kind="interpreter")
+
+
 def kept_iterations() -> QuerySet[Iteration]:
     """Verified wins: kept by the judge, timed, and not flagged as physically implausible."""
     return (

@@ -15,11 +15,15 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.paginator import Page, Paginator
 from django.db.models import (
+    BooleanField,
     Count,
+    Exists,
+    ExpressionWrapper,
     FloatField,
     IntegerField,
     Max,
     OuterRef,
+    Q,
     QuerySet,
     Subquery,
     Sum,
@@ -29,7 +33,7 @@ from django.db.models.functions import Coalesce
 
 from webapp.accounts.models import Team
 from webapp.api.models import JobBudget
-from webapp.api.selectors import is_interpreter_result
+from webapp.api.selectors import interpreter_result_q, is_interpreter_result
 from webapp.dashboard.models import BoardEntry
 from webapp.jobs.models import Iteration, Job, Problem, Task
 from webapp.jobs.selectors import jobs_visible_to
@@ -37,6 +41,7 @@ from webapp.jobs.selectors import jobs_visible_to
 JOBS_PER_PAGE = 25
 ITERATIONS_PER_PAGE = 50
 GROUPS_PER_PAGE = 20
+CPU_QUEUE = "cpu"  # the Triton-interpreter worker's queue (`up` without a GPU)
 
 FAILED_VERDICTS = (
     Iteration.Verdict.COMPILE_FAILED,
@@ -72,8 +77,10 @@ def job_list_page(
         jobs = jobs.filter(status=filters.status)
     if filters.op:
         jobs = jobs.filter(id__in=Problem.objects.filter(op=filters.op).values("job_id"))
+    # The best is a GPU measurement; a job with only CPU-interpreter wins says "interp." instead.
+    kept = Iteration.objects.filter(job=OuterRef("pk"), verdict=Iteration.Verdict.KEPT)
     best = (
-        Iteration.objects.filter(job=OuterRef("pk"), verdict=Iteration.Verdict.KEPT)
+        kept.exclude(interpreter_result_q())
         .order_by()
         .values("job")
         .annotate(best=Max("speedup"))
@@ -93,6 +100,12 @@ def job_list_page(
             best_speedup=Subquery(best, output_field=FloatField()),
             problem_count=Coalesce(Subquery(problems, output_field=IntegerField()), Value(0)),
             queue=Subquery(queue),
+        )
+        .annotate(
+            best_is_interpreter=ExpressionWrapper(
+                Q(best_speedup__isnull=True) & Exists(kept.filter(interpreter_result_q())),
+                output_field=BooleanField(),
+            )
         )
         .order_by("-created_at")
     )
@@ -118,6 +131,11 @@ class Budget:
     llm_cost_usd: float
     llm_budget_usd: float
     iterations: int
+    on_cpu: bool = False  # every task runs on the CPU queue: its worker time is no GPU time
+
+    @property
+    def time_label(self) -> str:
+        return "CPU time" if self.on_cpu else "GPU time"
 
     @property
     def gpu_pct(self) -> float:
@@ -136,12 +154,16 @@ def job_budget(*, job: Job) -> Budget:
         gpu=Sum("gpu_s"), llm=Sum("llm_cost_usd"), n=Count("id")
     )
     minutes = JobBudget.objects.filter(job=job).values_list("gpu_minutes", flat=True).first()
+    queues = Task.objects.filter(job=job).aggregate(
+        n=Count("id"), cpu=Count("id", filter=Q(queue=CPU_QUEUE))
+    )
     return Budget(
         gpu_s=used["gpu"] or 0.0,
         gpu_budget_s=60.0 * (minutes or settings.KF_JOB_DEFAULT_GPU_MINUTES),
         llm_cost_usd=used["llm"] or 0.0,
         llm_budget_usd=settings.KF_JOB_LLM_BUDGET_USD,
         iterations=used["n"],
+        on_cpu=queues["n"] > 0 and queues["cpu"] == queues["n"],
     )
 
 
@@ -495,5 +517,7 @@ def team_stats(*, team: Team) -> dict[str, Any]:
     kept = Iteration.objects.filter(job__team=team, verdict=Iteration.Verdict.KEPT)
     return {
         "jobs": Job.objects.filter(team=team).count(),
-        **kept.aggregate(kept=Count("id"), best=Max("speedup")),
+        "kept": kept.count(),
+        # Interpreter ratios are no "best" (exclude() also keeps rows the JSON keys are missing in).
+        "best": kept.exclude(interpreter_result_q()).aggregate(best=Max("speedup"))["best"],
     }

@@ -38,7 +38,8 @@ def iteration_detail(request: HttpRequest, job_id: uuid.UUID, seq: int) -> HttpR
     iteration = _iteration_or_404(job, seq)
     parent = selectors.iteration_parent(iteration=iteration)
     view = selectors.iteration_view(iteration=iteration, parent=parent)
-    rows, truncated = code.side_by_side(parent.source if parent else "", iteration.source)
+    # A starting point has no parent: its code alone, not a diff against nothing.
+    rows, truncated = code.side_by_side(parent.source, iteration.source) if parent else ([], False)
     return render(
         request,
         "dashboard/iteration.html",
@@ -49,6 +50,7 @@ def iteration_detail(request: HttpRequest, job_id: uuid.UUID, seq: int) -> HttpR
             "parent": parent,
             "diff": rows,
             "diff_truncated": truncated,
+            "listing": [] if parent else code.highlighted_lines(iteration.source),
             "pygments_css": code.pygments_css(),
         },
     )

@@ -21,6 +21,7 @@ class DemoAccount:
     username: str
     password: str
     team: str
+    team_slug: str  # what `kforge submit --team` and the API take
 
 
 def demo_password(var_dir: Path) -> str:
@@ -42,4 +43,6 @@ def demo_account_ensure(*, password: str) -> DemoAccount:
     user.save()
     team, _ = Team.objects.get_or_create(slug="demo-team", defaults={"name": DEMO_TEAM})
     Membership.objects.get_or_create(team=team, user=user, defaults={"role": Membership.Role.OWNER})
-    return DemoAccount(username=user.username, password=password, team=team.name)
+    return DemoAccount(
+        username=user.username, password=password, team=team.name, team_slug=team.slug
+    )

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django import forms
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.files.uploadedfile import UploadedFile
 from django.template.defaultfilters import filesizeformat
 
+import kernels
 from kernels.model_source import ModelSourceError, check_model_source, read_bundle
+from kernels.problem import DTYPE_SPELLINGS
 from webapp.accounts.selectors import teams_for_user
 from webapp.jobs.models import Job
 from webapp.jobs.shapes import ShapeFormat, ShapeSetError, parse_shape_set
@@ -28,6 +32,36 @@ def example_choices() -> list[tuple[str, str]]:
 SHAPES_EXAMPLE = "op,shape,dtype\nmatmul,4096x4096x4096,bf16\nrmsnorm,8192x4096,fp16"
 
 
+@dataclass(frozen=True)
+class OpHelp:
+    """One row of the form's "which ops" table, from the op's own definition (kernels/ops/)."""
+
+    name: str
+    shape: str  # e.g. "MxNxK"
+    dtypes: str
+    layouts: str
+    description: str
+
+
+def op_help() -> list[OpHelp]:
+    rows = []
+    for op in kernels.all_ops().values():
+        bases = [x for x in op.layouts if "+" not in x]
+        extras = sorted({x[len(x.split("+")[0]) :] for x in op.layouts if "+" in x}, key=len)
+        layouts = "—" if bases == [""] else ", ".join(x or "none" for x in bases)
+        if extras:
+            layouts += f" (each also with {', '.join(extras)})"
+        rows.append(
+            OpHelp(op.name, "x".join(op.dims), ", ".join(op.dtypes), layouts, op.description)
+        )
+    return rows
+
+
+def dtype_spellings() -> str:
+    """'float16 = fp16, ...': the other names parse_problem accepts."""
+    return ", ".join(f"{alias} = {name}" for alias, name in DTYPE_SPELLINGS.items())
+
+
 class JobForm(forms.Form):
     team = forms.ModelChoiceField(queryset=None, empty_label=None)
     title = forms.CharField(max_length=120)
@@ -40,7 +74,9 @@ class JobForm(forms.Form):
         widget=forms.Textarea(
             attrs={"rows": 6, "spellcheck": "false", "placeholder": SHAPES_EXAMPLE}
         ),
-        help_text="CSV with a header, JSON or YAML: op, shape (e.g. 4096x4096x4096), dtype, optional layout.",
+        help_text="CSV with a header, JSON or YAML: op, shape (sizes joined by x, e.g. 4096x4096x4096), "
+        "dtype (fp16, bf16 or fp32; float16, bfloat16 and float32 work too), optional layout. "
+        "Which ops, shapes and layouts: see the table below.",
     )
     shapes_file = forms.FileField(
         required=False, label="…or upload a shape file (.csv, .json, .yaml)"
@@ -52,7 +88,13 @@ class JobForm(forms.Form):
         ".zip of them (one job each); it is profiled, planned and optimized. Other formats are "
         "stored only.",
     )
-    example = forms.ChoiceField(required=False, label="…or start from an example model", choices=())
+    example = forms.ChoiceField(
+        required=False,
+        label="…or start from an example model",
+        choices=(),
+        help_text="Shipped in examples/models/ (KernelBench convention): a Llama block, a GPT "
+        "block or a small MLP. No file to upload.",
+    )
     queue = forms.ChoiceField(label="Run on", choices=())
 
     def __init__(self, *args, user: AbstractBaseUser, **kwargs) -> None:
@@ -62,6 +104,8 @@ class JobForm(forms.Form):
         self.fields["example"].choices = example_choices()
         self.problems = []
         self.model_sources = []  # kernels.model_source.ModelSource, when the model is profiled
+        self.ops_help = op_help()
+        self.dtype_spellings = dtype_spellings()
 
     def clean_shapes_file(self) -> UploadedFile | None:
         upload = self.cleaned_data.get("shapes_file")

@@ -28,6 +28,13 @@ import kernels
 FIELDS = ("op", "shape", "dtype", "layout")
 REQUIRED = ("op", "shape", "dtype")
 MAX_ERRORS_SHOWN = 10
+EXAMPLE = "op,shape,dtype\nmatmul,4096x4096x4096,bf16"
+NOT_A_SHAPE_SET = (
+    "This is not a shape set KernelForge can read. Write one problem per row as CSV with a"
+    " header (op, shape and dtype separated by commas), or as JSON or YAML, e.g. "
+    + EXAMPLE.replace("\n", " then ")
+    + "."
+)
 
 
 class ShapeFormat(enum.StrEnum):
@@ -63,7 +70,10 @@ def parse_shape_set(
             ["The shape set is empty: give at least one row with op, shape and dtype."]
         )
     if fmt is ShapeFormat.AUTO:
-        fmt = _sniff(text)
+        sniffed = _sniff(text)
+        if sniffed is None:
+            raise ShapeSetError([NOT_A_SHAPE_SET])
+        fmt = sniffed
     rows = _read_rows(text, fmt)
     if not rows:
         raise ShapeSetError(
@@ -95,13 +105,16 @@ def parse_shape_set(
     return problems
 
 
-def _sniff(text: str) -> ShapeFormat:
+def _sniff(text: str) -> ShapeFormat | None:
+    """The format the text is written in; None for free text (no format's punctuation)."""
     if text[0] in "[{":
         return ShapeFormat.JSON
-    first = text.splitlines()[0]
-    if "," in first and not first.lstrip().startswith(("-", "problems:")) and ":" not in first:
+    first = text.splitlines()[0].strip()
+    if first.startswith(("-", "problems:")) or ":" in first:
+        return ShapeFormat.YAML
+    if "," in first:
         return ShapeFormat.CSV
-    return ShapeFormat.YAML
+    return None
 
 
 def _read_rows(text: str, fmt: ShapeFormat) -> list[tuple[int, Mapping[str, Any]]]:
@@ -130,10 +143,19 @@ def _read_rows(text: str, fmt: ShapeFormat) -> list[tuple[int, Mapping[str, Any]
 
 def _read_csv(text: str) -> list[tuple[int, Mapping[str, Any]]]:
     reader = csv.reader(io.StringIO(text))
+    lines: list[tuple[int, list[str]]] = []
+    start = 1  # a row's number is the line it starts on (a quoted cell may run on)
     try:
-        lines = [(reader.line_num, row) for row in reader]
+        for row in reader:
+            lines.append((start, row))
+            start = reader.line_num + 1
     except csv.Error as error:
         raise ShapeSetError([f"This is not valid CSV: {error}."]) from None
+    for number, row in lines:
+        if any("\n" in cell for cell in row):
+            raise ShapeSetError(
+                [f'Row {number}: a quote (") opens in this row and is not closed on its line.']
+            )
     lines = [(n, row) for n, row in lines if any(cell.strip() for cell in row)]
     if not lines:
         return []
@@ -155,7 +177,7 @@ def _read_csv(text: str) -> list[tuple[int, Mapping[str, Any]]]:
     for number, cells in lines[1:]:
         if len(cells) > len(header):
             raise ShapeSetError(
-                [f"Line {number}: {len(cells)} cells, but the header has {len(header)} columns."]
+                [f"Row {number}: {len(cells)} cells, but the header has {len(header)} columns."]
             )
         rows.append((number, dict(zip(header, (c.strip() for c in cells), strict=False))))
     return rows

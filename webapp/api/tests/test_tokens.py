@@ -80,10 +80,12 @@ def test_it_cannot_scope_a_token_to_a_team_the_user_is_not_in(alice, bob_team):
 
 def test_the_settings_page_shows_a_new_token_once_and_lists_it_by_prefix(client, alice, team):
     client.force_login(alice)
-    response = client.post(reverse("api_tokens"), {"name": "laptop"})
-    assert response.status_code == 200
+    response = client.post(reverse("api_tokens"), {"name": "laptop"}, follow=True)
+    assert response.redirect_chain == [(reverse("api_tokens"), 302)]  # post/redirect/get
     raw = response.context["created"]
-    assert raw in response.content.decode()
+    page = response.content.decode()
+    assert raw in page and f"--team {team.slug}" in page
+    assert "no-store" in response["Cache-Control"]
     token = ApiToken.objects.get()
     assert token.name == "laptop" and token.all_teams
     again = client.get(reverse("api_tokens")).content.decode()
@@ -91,12 +93,31 @@ def test_the_settings_page_shows_a_new_token_once_and_lists_it_by_prefix(client,
     assert client_for(raw).get("/api/v1/me").status_code == 200
 
 
+def test_reloading_the_page_after_creating_a_token_creates_no_second_one(client, alice, team):
+    """Issue 17: the create POST answered with the page, so a reload posted it again."""
+    client.force_login(alice)
+    response = client.post(reverse("api_tokens"), {"name": "laptop"})
+    assert response.status_code == 302 and response.url == reverse("api_tokens")
+    for _ in range(2):  # what a reload of the page the browser landed on does
+        assert client.get(response.url).status_code == 200
+    assert ApiToken.objects.count() == 1
+
+
+def test_a_token_last_used_moments_ago_says_so_in_words(client, alice, team):
+    _, raw = services.token_create(user=alice, name="ci")
+    assert client_for(raw).get("/api/v1/me").status_code == 200
+    client.force_login(alice)
+    page = client.get(reverse("api_tokens")).content.decode()
+    assert "0 minutes ago" not in page
+    assert "seconds ago" in page or "a second ago" in page or ">now<" in page
+
+
 def test_the_settings_page_scopes_a_token_to_ticked_teams(client, alice, team):
     from webapp.accounts.services import team_create
 
     other = team_create(user=alice, name="Side project")
     client.force_login(alice)
-    response = client.post(reverse("api_tokens"), {"name": "ci", "teams": [other.id]})
+    response = client.post(reverse("api_tokens"), {"name": "ci", "teams": [other.id]}, follow=True)
     me = client_for(response.context["created"]).get("/api/v1/me").json()
     assert [t["slug"] for t in me["teams"]] == ["side-project"]
 

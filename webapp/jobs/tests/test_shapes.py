@@ -113,3 +113,42 @@ def test_it_rejects_unknown_fields():
     assert "unknown field(s) stride" in messages(
         '[{"op": "rmsnorm", "shape": "8x8", "dtype": "fp16", "stride": 2}]'
     )
+
+
+# --- What a new user wrote (issue 17) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("written", "dtype"),
+    [("float32", "fp32"), ("bfloat16", "bf16"), ("float16", "fp16"), ("torch.bfloat16", "bf16"),
+     ("BF16", "bf16"), ("half", "fp16")],
+)  # fmt: skip
+def test_it_accepts_torchs_dtype_names(written, dtype):
+    (problem,) = parse(f"op,shape,dtype\nrmsnorm,8x64,{written}")
+    assert problem.dtype == dtype and problem.key == f"rmsnorm/8x64/{dtype}"
+
+
+def test_its_messages_list_choices_in_words_not_python_lists():
+    text = messages(
+        "op,shape,dtype,layout\nrmsnorm,8x8,int8,\nmatmul,8x8x8,fp16,XY\nsum,8x8,fp16,NN"
+    )
+    assert "rmsnorm supports dtypes fp16, bf16, fp32, not 'int8'" in text
+    assert "matmul supports layouts NN, NT, TN, NN+bias" in text and "sum takes no layout" in text
+    assert "[" not in text and "]" not in text, text
+
+
+def test_an_unclosed_quote_is_reported_on_the_row_where_it_opens():
+    text = messages('op,shape,dtype\nmatmul,"4096x4096x4096,bf16\nrmsnorm,8192x4096,fp16')
+    assert text == 'Row 2: a quote (") opens in this row and is not closed on its line.'
+    # Quotes that close are fine, and later rows keep their own line numbers.
+    assert "Row 3" in messages('op,shape,dtype\nmatmul,"64x64x64",bf16\nnope,8x8,fp16')
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["matmul 4096x4096x4096 bf16", "please make my model faster", "op shape dtype\nsum 8x8 fp16"],
+)
+def test_free_text_gets_a_message_about_every_format_with_an_example(text):
+    said = messages(text)
+    assert "CSV" in said and "JSON" in said and "YAML" in said and "op,shape,dtype" in said
+    assert not said.startswith("The YAML")

@@ -176,3 +176,23 @@ def test_it_marks_interpreter_timings_in_the_event_stream(member, alice, team, p
         )
     events = member.get(reverse("jobs:events", args=[job.id]), {"after": 0}).json()["iterations"]
     assert [e["interpreter"] for e in events] == [True, False]
+
+
+def test_the_form_lists_the_ops_shapes_dtypes_and_example_models(member):
+    """Issue 17: the help named no op or dtype spelling, and the example picker
+    examples/models/README.md promises was not on the page."""
+    page = member.get(reverse("jobs:new")).content.decode()
+    for op in ("matmul", "rmsnorm", "softmax", "attention"):
+        assert f"<td><code>{op}</code></td>" in page
+    assert "<code>MxNxK</code>" in page and "float32 = fp32" in page and "bfloat16" in page
+    assert '<select name="example"' in page
+    for example in ("llama_block", "gpt_block", "mlp"):
+        assert f'<option value="{example}">' in page
+
+
+def test_a_shape_set_written_with_torch_dtype_names_is_accepted(
+    member, team, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=False):
+        response = submit(member, team, shapes_text="op,shape,dtype\nsoftmax,64x512,float32")
+    assert response.status_code == 302 and Problem.objects.get().key == "softmax/64x512/fp32"

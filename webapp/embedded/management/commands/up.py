@@ -12,6 +12,7 @@ import signal
 import socket
 import sys
 import time
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management import call_command
@@ -73,9 +74,15 @@ class Command(BaseCommand):
             say("")
             say(f"KernelForge is up: http://{shown}:{port}/")
             say(
-                f"  demo login: username {demo.username}  password {demo.password}  (team: {demo.team})"
+                f"  demo login: username {demo.username}  password {demo.password}"
+                f"  (team: {demo.team}, slug {demo.team_slug})"
             )
             say(f"  queues: {', '.join(queues)}   Ctrl-C stops everything.")
+            say(
+                f"  command line: export KFORGE_URL=http://{shown}:{port} KFORGE_TOKEN=<a token"
+                f" from /settings/tokens/>; {_kforge_command()} submit shapes.csv"
+                f" --team {demo.team_slug} --wait"
+            )
             say("")
             ended = supervisor.wait_for_exit()
             say(f"{ended.name} exited with code {ended.process.returncode}; stopping the rest")
@@ -165,6 +172,18 @@ def _wait_for_port(host: str, port: int, *, alive, timeout_s: float) -> bool:  #
             pass
         time.sleep(0.3)
     return False
+
+
+def _kforge_command() -> str:
+    """How to run kforge from this shell: `make install` puts it next to this Python (the
+    .venv is usually not on PATH)."""
+    script = Path(sys.executable).with_name("kforge")
+    if not script.exists():
+        return f"{sys.executable} -m kforge"
+    try:
+        return str(script.relative_to(Path.cwd()))
+    except ValueError:
+        return str(script)
 
 
 def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
