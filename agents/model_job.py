@@ -24,8 +24,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from agents.amdahl import Plan, make_plan, predicted_from_measured
-from harness.model_profile import ModelProfile, profile_model
-from harness.model_verify import Winner, verify_model
+from harness.model import ModelProfile, Winner, profile_model, verify_model
 from kernels.problem import Problem
 
 MIN_KEEP_SPEEDUP = 1.0  # a kernel replaces the model's own only when it was measured faster

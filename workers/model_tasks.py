@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 @app.task(name="workers.profile_model_job", acks_late=True)
 def profile_model_job(job_id: str) -> str:
     from agents.amdahl import make_plan
-    from harness.model_profile import profile_model
+    from harness.model import profile_model
     from webapp.modeljobs import services
 
     source = services.model_profile_claim(job_id=job_id)
@@ -41,7 +41,7 @@ def profile_model_job(job_id: str) -> str:
 @app.task(name="workers.verify_model_job", acks_late=True)
 def verify_model_job(job_id: str) -> str:
     from agents.amdahl import Plan, PlanItem, predicted_from_measured
-    from harness.model_verify import Winner, verify_model
+    from harness.model import Winner, verify_model
     from webapp.jobs.models import Job
     from webapp.modeljobs import selectors, services
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import torch
 
-from harness import model_patch
-from harness.model_profile import profile_model
-from harness.model_verify import Winner, verify_model
+from harness.model import patch as model_patch
+from harness.model.profile import profile_model
+from harness.model.verify import Winner, verify_model
 
 LLAMA = (Path(__file__).resolve().parents[2] / "examples" / "models" / "llama_block.py").read_text()
 RMSNORM_KERNEL = """

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.model_profile import profile_model
-from harness.model_verify import Winner, verify_model
+from harness.model.profile import profile_model
+from harness.model.verify import Winner, verify_model
 
 pytestmark = pytest.mark.gpu
 TINY = (Path(__file__).parent / "fixtures" / "models" / "tiny_mlp.py").read_text()

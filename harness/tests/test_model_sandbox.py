@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from harness.config import Limits
-from harness.model_profile import profile_model
-from harness.model_sandbox import ModelFailure
-from harness.model_verify import Winner, verify_model
+from harness.model.profile import profile_model
+from harness.model.sandbox import ModelFailure
+from harness.model.verify import Winner, verify_model
 
 MODELS = Path(__file__).parent / "fixtures" / "models"
 QUICK = Limits(wall_s=60, memory_bytes=4 * 2**30)

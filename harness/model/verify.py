@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness.config import Limits
-from harness.model_sandbox import MODEL_LIMITS, ModelFailure, default_device, run_model_phase
+from harness.model.sandbox import MODEL_LIMITS, ModelFailure, default_device, run_model_phase
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness.config import Limits
-from harness.model_classify import ProblemGroup, group_records
-from harness.model_sandbox import (
+from harness.model.classify import ProblemGroup, group_records
+from harness.model.sandbox import (
     MODEL_LIMITS,
     ModelFailure,
     default_device,
     run_model_phase,
 )
-from harness.model_trace import record_from_dict
+from harness.model.trace import record_from_dict
 
 
 @dataclass

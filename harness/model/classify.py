@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import kernels
-from harness.model_trace import MODULE_PREFIX, KernelRecord
+from harness.model.trace import MODULE_PREFIX, KernelRecord
 from kernels.problem import Problem, ProblemError
 
 DTYPE_NAMES = {

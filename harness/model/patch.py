@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.model_classify import problem_for_module
+from harness.model.classify import problem_for_module
 
 
 class Patcher:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from harness.model_trace import MODULE_PREFIX, STEP_PREFIX, record_to_dict, records_from_trace
+from harness.model.trace import MODULE_PREFIX, STEP_PREFIX, record_to_dict, records_from_trace
 
 
 class ModelStageError(Exception):
@@ -207,7 +207,8 @@ def profile(job: dict) -> dict:
 def verify(job: dict) -> dict:
     """Reference outputs, then the same model with the winning kernels substituted: compare,
     then time both interleaved with the harness protocol (kf-timing-v1)."""
-    from harness import model_patch, runtime, timing
+    from harness import runtime, timing
+    from harness.model import patch as model_patch
     from harness.results import Regime
 
     device = job["device"]
