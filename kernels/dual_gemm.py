@@ -1,0 +1,109 @@
+"""The parameter space shared by the dual-accumulator GEMM families (swiglu_gate, qkv_rotary).
+
+Both compute two products of one x tile per K step (gate and up; the first and second halves
+of each rotary head) and combine them in the epilogue, so they share one rule for what fits:
+the shared-memory ring holds x's tile and two weight tiles per stage, and the two fp32
+accumulators live in registers. The starting points cover the two regimes a model has: few
+rows (decode: stream the weights, many narrow programs, deep K steps) and many (prefill:
+large tiles, grouped order so x tiles are reused from L2).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernels.problem import Family, ParamSpace, Problem
+
+SMEM_BYTES = 232_448  # H100/H200 per-block maximum
+MAX_ACC_REGS = 128  # fp32 accumulator registers per thread, both accumulators together
+SMALL_M = 16  # at most this many rows: the weight-streaming regime
+
+
+class DualGemmFamily(Family):
+    """space/check/default/starting points; subclasses render their own kernel."""
+
+    block_n: tuple[int, ...] = (16, 32, 64, 128)  # columns per accumulator
+
+    def space(self, problem: Problem) -> ParamSpace:
+        return ParamSpace(
+            {
+                "BLOCK_M": [16, 32, 64, 128],
+                "BLOCK_N": list(self.block_n),
+                "BLOCK_K": [32, 64, 128, 256],
+                "GROUP": [1, 8],
+                "NUM_WARPS": [2, 4, 8],
+                "NUM_STAGES": [2, 3, 4, 5, 6],
+            },
+            constraints=(
+                "smem: NUM_STAGES*(BLOCK_M + 2*BLOCK_N)*BLOCK_K*elt",
+                "registers: 2*BLOCK_M*BLOCK_N/(32*NUM_WARPS)",
+            ),
+        )
+
+    def small(self, problem: Problem) -> bool:
+        return problem.shape[0] <= SMALL_M
+
+    def default(self, problem: Problem) -> dict[str, Any]:
+        if self.small(problem):
+            return {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 128, "GROUP": 1, "NUM_WARPS": 4,
+                    "NUM_STAGES": 4}  # fmt: skip
+        return {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP": 8, "NUM_WARPS": 8,
+                "NUM_STAGES": 3}  # fmt: skip
+
+    def starting_points(self, problem: Problem) -> list[dict[str, Any]]:
+        """A small grid around the default for the problem's regime (not yet measured: the
+        model job screens them on the GPU and keeps the fastest)."""
+        if self.small(problem):
+            grid = [
+                {
+                    "BLOCK_M": 16,
+                    "BLOCK_N": n,
+                    "BLOCK_K": k,
+                    "GROUP": 1,
+                    "NUM_WARPS": w,
+                    "NUM_STAGES": s,
+                }  # fmt: skip
+                for n, k, w, s in [
+                    (32, 128, 4, 4),
+                    (16, 256, 4, 4),
+                    (32, 256, 4, 3),
+                    (16, 128, 2, 6),
+                    (64, 128, 4, 4),
+                    (16, 256, 8, 5),
+                ]  # fmt: skip
+            ]
+        else:
+            grid = [
+                {
+                    "BLOCK_M": m,
+                    "BLOCK_N": n,
+                    "BLOCK_K": k,
+                    "GROUP": 8,
+                    "NUM_WARPS": w,
+                    "NUM_STAGES": s,
+                }  # fmt: skip
+                for m, n, k, w, s in [
+                    (128, 64, 64, 8, 3),
+                    (128, 128, 64, 8, 3),
+                    (128, 64, 64, 8, 4),
+                    (64, 64, 64, 4, 4),
+                    (128, 128, 32, 8, 4),
+                    (128, 32, 64, 4, 4),
+                ]  # fmt: skip
+            ]
+        points = [self.default(problem), *grid]
+        unique = [p for i, p in enumerate(points) if p not in points[:i]]
+        return [p for p in unique if self.check(problem, p) is None]
+
+    def check(self, problem: Problem, params) -> str | None:
+        if (why := super().check(problem, params)) is not None:
+            return why
+        p = params
+        elt = problem.torch_dtype.itemsize
+        smem = p["NUM_STAGES"] * (p["BLOCK_M"] + 2 * p["BLOCK_N"]) * p["BLOCK_K"] * elt
+        if smem > SMEM_BYTES:
+            return f"needs {smem} bytes of shared memory (at most {SMEM_BYTES})"
+        regs = 2 * p["BLOCK_M"] * p["BLOCK_N"] / (32 * p["NUM_WARPS"])
+        if regs > MAX_ACC_REGS:
+            return f"two accumulators need {regs:.0f} registers per thread; more warps"
+        return None
