@@ -22,13 +22,11 @@ SMALL_M = 16  # at most this many rows: the weight-streaming regime
 class DualGemmFamily(Family):
     """space/check/default/starting points; subclasses render their own kernel."""
 
-    block_n: tuple[int, ...] = (16, 32, 64, 128)  # columns per accumulator
-
     def space(self, problem: Problem) -> ParamSpace:
         return ParamSpace(
             {
                 "BLOCK_M": [16, 32, 64, 128],
-                "BLOCK_N": list(self.block_n),
+                "BLOCK_N": [16, 32, 64, 128],  # columns per accumulator
                 "BLOCK_K": [32, 64, 128, 256],
                 "GROUP": [1, 8],
                 "NUM_WARPS": [2, 4, 8],
@@ -44,56 +42,23 @@ class DualGemmFamily(Family):
         return problem.shape[0] <= SMALL_M
 
     def default(self, problem: Problem) -> dict[str, Any]:
-        if self.small(problem):
-            return {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 128, "GROUP": 1, "NUM_WARPS": 4,
-                    "NUM_STAGES": 4}  # fmt: skip
-        return {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP": 8, "NUM_WARPS": 8,
-                "NUM_STAGES": 3}  # fmt: skip
+        return dict(self.starting_points(problem)[0])
 
     def starting_points(self, problem: Problem) -> list[dict[str, Any]]:
-        """A small grid around the default for the problem's regime (not yet measured: the
-        model job screens them on the GPU and keeps the fastest)."""
+        """The default first, then a small grid for the problem's regime, most promising
+        first (not yet measured: the model job's screen times them on the GPU and keeps the
+        fastest). Few rows: narrow programs streaming deep K steps, enough of them to keep
+        every SM's loads in flight. Many rows: 128-row tiles, two 128-wide accumulators (a
+        128 x 256 tile's registers), grouped order so x tiles are reused from L2."""
+        keys = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP", "NUM_WARPS", "NUM_STAGES")
         if self.small(problem):
-            grid = [
-                {
-                    "BLOCK_M": 16,
-                    "BLOCK_N": n,
-                    "BLOCK_K": k,
-                    "GROUP": 1,
-                    "NUM_WARPS": w,
-                    "NUM_STAGES": s,
-                }  # fmt: skip
-                for n, k, w, s in [
-                    (32, 128, 4, 4),
-                    (16, 256, 4, 4),
-                    (32, 256, 4, 3),
-                    (16, 128, 2, 6),
-                    (64, 128, 4, 4),
-                    (16, 256, 8, 5),
-                ]  # fmt: skip
-            ]
+            grid = [(16, 32, 128, 1, 4, 4), (16, 16, 256, 1, 4, 4), (16, 16, 128, 1, 4, 6),
+                    (16, 64, 128, 1, 8, 3), (16, 32, 256, 1, 4, 3), (16, 16, 256, 1, 8, 5)]  # fmt: skip
         else:
-            grid = [
-                {
-                    "BLOCK_M": m,
-                    "BLOCK_N": n,
-                    "BLOCK_K": k,
-                    "GROUP": 8,
-                    "NUM_WARPS": w,
-                    "NUM_STAGES": s,
-                }  # fmt: skip
-                for m, n, k, w, s in [
-                    (128, 64, 64, 8, 3),
-                    (128, 128, 64, 8, 3),
-                    (128, 64, 64, 8, 4),
-                    (64, 64, 64, 4, 4),
-                    (128, 128, 32, 8, 4),
-                    (128, 32, 64, 4, 4),
-                ]  # fmt: skip
-            ]
-        points = [self.default(problem), *grid]
-        unique = [p for i, p in enumerate(points) if p not in points[:i]]
-        return [p for p in unique if self.check(problem, p) is None]
+            grid = [(128, 128, 64, 8, 8, 3), (128, 64, 64, 8, 8, 4), (128, 128, 64, 8, 8, 4),
+                    (128, 64, 64, 8, 4, 3), (64, 128, 64, 8, 4, 4), (128, 128, 32, 8, 8, 4)]  # fmt: skip
+        points = [dict(zip(keys, values, strict=True)) for values in grid]
+        return [p for p in points if self.check(problem, p) is None]
 
     def check(self, problem: Problem, params) -> str | None:
         if (why := super().check(problem, params)) is not None:

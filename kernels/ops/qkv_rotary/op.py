@@ -130,3 +130,8 @@ class QkvRotaryOp(Op):
         from kernels.ops.qkv_rotary.families import FAMILIES
 
         return list(FAMILIES)
+
+    def starting_points(self, problem):
+        # The dual-GEMM grid for the problem's regime (kernels/dual_gemm.py); not measured
+        # yet: the model job's screen times them on the GPU.
+        return [(f.name, p) for f in self.families() for p in f.starting_points(problem)]
