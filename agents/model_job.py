@@ -30,7 +30,7 @@ from typing import Any, TextIO
 
 from agents.amdahl import Plan, make_plan, predicted_from_measured
 from harness.model import ModelProfile, Winner, profile_model, verify_model
-from harness.model.screen import screen_problems
+from harness.model.screen import POINTS_PER_PROBLEM, screen_problems
 from kernels.problem import Problem
 
 MIN_KEEP_SPEEDUP = 1.0  # a kernel replaces the model's own only when it was measured faster
@@ -119,11 +119,13 @@ def optimize_with_families(problem: Problem, budget_s: float, log: TextIO) -> Pr
     )
 
 
-def optimize_by_screening(items: list, log: TextIO) -> list[ProblemOutcome]:
+def optimize_by_screening(
+    items: list, log: TextIO, *, points: int = POINTS_PER_PROBLEM, device: str | None = None
+) -> list[ProblemOutcome]:
     """Every funded problem screened in one sandboxed process (harness.model.screen)."""
     start = time.monotonic()
     problems = [Problem.from_dict(item.problem) for item in items]
-    screened = screen_problems(problems)
+    screened = screen_problems(problems, limit=points, device=device)
     elapsed = (time.monotonic() - start) / max(1, len(items))
     outcomes = []
     for item, s in zip(items, screened, strict=True):
@@ -159,6 +161,7 @@ def run_model_job(
     checkpoint: Any = None,
     compile_threads: int = 1,
     max_autotune: bool = True,
+    points: int = POINTS_PER_PROBLEM,
 ) -> dict[str, Any]:
     """checkpoint(partial_result) is called after each step (a long run keeps what it has)."""
     started = time.monotonic()
@@ -181,7 +184,7 @@ def run_model_job(
     outcomes = []
     run = optimize_with_agent if optimizer == "agent" else optimize_with_families
     if optimizer == "screen":
-        outcomes = optimize_by_screening(plan.funded, log)
+        outcomes = optimize_by_screening(plan.funded, log, points=points, device=device)
         log.write(f"screened in {time.monotonic() - started:.0f}s (since the start)\n")
     for item in plan.funded if optimizer != "screen" else []:
         problem = Problem.from_dict(item.problem)
@@ -323,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-max-autotune", action="store_true", help="skip the max-autotune baseline"
     )
+    parser.add_argument(
+        "--points", type=int, default=POINTS_PER_PROBLEM, help="points screened per problem"
+    )
     parser.add_argument("--device", choices=("cuda", "cpu"), default=None)
     parser.add_argument("--trace", default=None, help="keep the profiler's Chrome trace here")
     parser.add_argument("--out", default=None, help="write the result JSON here")
@@ -350,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         trace_to=args.trace,
         compile_threads=args.compile_threads,
         max_autotune=not args.no_max_autotune,
+        points=args.points,
     )
     if args.record:
         text = json.dumps(record(result, args.record, argv), indent=1, default=str)

@@ -67,6 +67,11 @@ def default_device() -> str:
     return "cuda" if gpu_visible() else "cpu"
 
 
+def child_env(device: str) -> dict[str, str]:
+    """Without a GPU, Triton kernels (winners, screened points) run in its interpreter."""
+    return {} if device == "cuda" else {"TRITON_INTERPRET": "1"}
+
+
 def run_model_phase(
     phase: str,
     source: str,
@@ -91,7 +96,9 @@ def run_model_phase(
             "device": device,
             "gpu_memory_bytes": limits.memory_bytes,
         }
-        child = run_child(phase, job, workdir, limits=limits, cuda=device == "cuda")
+        child = run_child(
+            phase, job, workdir, limits=limits, cuda=device == "cuda", env_extra=child_env(device)
+        )
         for name, dest in (keep or {}).items():
             src = Path(workdir) / name
             if src.exists():

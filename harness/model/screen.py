@@ -18,7 +18,7 @@ from typing import Any
 
 import kernels
 from harness.config import Limits
-from harness.model.sandbox import MODEL_LIMITS, default_device
+from harness.model.sandbox import MODEL_LIMITS, child_env, default_device
 from kernels.problem import Problem
 
 POINTS_PER_PROBLEM = 6
@@ -87,7 +87,14 @@ def screen_problems(
     workdir = tempfile.mkdtemp(prefix="kf-screen-")
     try:
         job["workdir"] = workdir
-        child = run_child("model_screen", job, workdir, limits=limits, cuda=device == "cuda")
+        child = run_child(
+            "model_screen",
+            job,
+            workdir,
+            limits=limits,
+            cuda=device == "cuda",
+            env_extra=child_env(device),
+        )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     if child.status is not ChildStatus.OK or not child.result.get("ok"):

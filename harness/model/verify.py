@@ -97,11 +97,12 @@ def verify_model(
     seed: int = 0,
     max_samples: int = 50,
     compile: bool | None = None,
-    max_autotune: bool = True,
+    max_autotune: bool | None = None,
     compile_threads: int = 1,
 ) -> EndToEnd:
     """compile: time the torch.compile variants (default: on a GPU only; a CPU compile takes
-    minutes). max_autotune adds the max-autotune-no-cudagraphs baseline (slow to compile)."""
+    minutes). max_autotune adds the max-autotune-no-cudagraphs baseline (slow to compile;
+    default: on a GPU)."""
     device = device or default_device()
     job = {
         "seed": seed,
@@ -112,7 +113,7 @@ def verify_model(
         "max_samples": max_samples,
         "min_samples": min(10, max_samples),
         "compile": device == "cuda" if compile is None else compile,
-        "max_autotune": max_autotune,
+        "max_autotune": device == "cuda" if max_autotune is None else max_autotune,
         "compile_threads": compile_threads,
     }
     outcome = run_model_phase("model_verify", source, job, device=device, limits=limits)
