@@ -13,7 +13,10 @@ from kernels import get_op
 from kernels.problem import Problem
 
 
-def pool_for(op_name: str, problem: Problem) -> list[tuple[str | None, dict]]:
-    """(family name or None for the op's first family, partial params) pairs."""
+def pool_for(
+    op_name: str, problem: Problem, limit: int | None = None
+) -> list[tuple[str | None, dict]]:
+    """(family name or None for the op's first family, partial params) pairs; with `limit`,
+    only the first `limit` (the starting points are best first): a bounded search."""
     points: list[tuple[str | None, dict]] = list(get_op(op_name).starting_points(problem))
-    return points or [(None, {})]  # defaults only (attention, swiglu, ...)
+    return (points or [(None, {})])[:limit]  # defaults only (attention, swiglu, ...)

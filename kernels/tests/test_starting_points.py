@@ -62,7 +62,7 @@ def test_matmul_starts_each_shape_class_from_the_family_that_led_it():
     assert first == {
         "4096x4096x4096": "matmul_persistent_tma",
         "1024x1024x8192": "matmul_splitk_tma",
-        "1x4096x4096": "matmul_splitk_tma",
+        "1x4096x4096": "matmul_weight_stream",
         "128x128x128": "matmul_tiled",
         "512x384x256": "matmul_tiled",
     }

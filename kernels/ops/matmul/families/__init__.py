@@ -6,6 +6,7 @@ from kernels.ops.matmul.families.splitk import SplitKMatmul
 from kernels.ops.matmul.families.splitk_tma import SplitKTmaMatmul
 from kernels.ops.matmul.families.streamk_tma import StreamKTmaMatmul
 from kernels.ops.matmul.families.tiled import TiledMatmul
+from kernels.ops.matmul.families.weight_stream import WeightStreamMatmul
 
 FAMILIES = (
     TiledMatmul(),
@@ -14,4 +15,5 @@ FAMILIES = (
     SplitKTmaMatmul(),
     StreamKTmaMatmul(),
     CudaWmmaMatmul(),
+    WeightStreamMatmul(),
 )
