@@ -5,6 +5,15 @@ Public entry: optimize(problem, config, reporter, *, thread_id=None, checkpointe
 """
 
 from agents.config import Budget, LLMSettings, OptimizeConfig, Provider
-from agents.optimize import OptimizeResult, optimize
 
 __all__ = ["Budget", "LLMSettings", "OptimizeConfig", "OptimizeResult", "Provider", "optimize"]
+
+
+def __getattr__(name: str):
+    # Imported on first use: agents.optimize needs LangGraph, which a model job that only
+    # screens our own families (python -m agents.model_job --optimizer screen) does not.
+    if name in ("OptimizeResult", "optimize"):
+        from agents import optimize as _optimize
+
+        return getattr(_optimize, name)
+    raise AttributeError(f"module 'agents' has no attribute {name!r}")
