@@ -10,6 +10,9 @@ every node's module call in `meta["nn_module_stack"]` (a module called twice get
     swiglu_gate  silu(linear(x, Wg)) * linear(x, Wu): a SwiGLU MLP's gate and up
     qkv_rotary   three bias-free linears of one x whose outputs are viewed as heads, two of
                  them (q, k) then passed through one rotary module call each
+    decode_attention  scaled_dot_product_attention of T queries against S >= T keys whose
+                 mask is the model's own bool buffer (or a slice of one) that is causal from
+                 the end (checked by value when the graph is captured), or no mask and T = 1
     module       one call of a module model_classify knows as an op (RMSNorm, rotary,
                  LayerNorm, Softmax): its nodes, one activation in, one tensor out
 
@@ -40,11 +43,12 @@ SILU = {F.silu, torch._C._nn.silu, torch.ops.aten.silu.default}
 MUL = {operator.mul, torch.mul, torch.Tensor.mul}
 RESHAPE_METHODS = {"view", "reshape"}
 RESHAPE_FNS = {torch.reshape}
+SDPA = {torch._C._nn.scaled_dot_product_attention, F.scaled_dot_product_attention}
 
 
 @dataclass
 class Site:
-    kind: str  # matmul | swiglu_gate | qkv_rotary | module
+    kind: str  # matmul | swiglu_gate | qkv_rotary | decode_attention | module
     problem: Problem
     where: tuple[str, ...]  # module paths, for people
     covers: tuple[str, ...] = ()  # matmul keys of the Linear layers this computes
@@ -78,6 +82,28 @@ class _Graph:
     model: torch.nn.Module
     tensors: dict[fx.Node, Any] = field(default_factory=dict)  # placeholder -> example input
 
+    def owned(self, value) -> bool:
+        """A parameter or buffer of the model (not an activation)."""
+        ids = {id(t) for t in [*self.model.parameters(), *self.model.buffers()]}
+        return isinstance(value, torch.Tensor) and id(value) in ids
+
+    def constant(self, node) -> Any:
+        """The real value of a node computed only from the model's own tensors and constants
+        (a buffer, or a slice of one), else None."""
+        if not isinstance(node, fx.Node):
+            return node
+        if node.op == "placeholder":
+            value = self.tensors.get(node)
+            return value if self.owned(value) else None
+        if node.op == "get_attr":
+            return _attr(self.gm, node.target)
+        if node.op == "call_function" and node.target is operator.getitem:
+            base, index = self.constant(node.args[0]), node.args[1]
+            if base is None or _has_node(index):
+                return None
+            return base[index]
+        return None
+
     def value(self, node) -> Any:
         if not isinstance(node, fx.Node):
             return None
@@ -104,6 +130,16 @@ class _Graph:
             return tuple(int(s) for s in value.shape)
         except (TypeError, ValueError):  # SymInt without a hint
             return None
+
+
+def _has_node(value) -> bool:
+    if isinstance(value, fx.Node):
+        return True
+    if isinstance(value, tuple | list):
+        return any(_has_node(v) for v in value)
+    if isinstance(value, slice):
+        return any(_has_node(v) for v in (value.start, value.stop, value.step))
+    return False
 
 
 def _attr(root, target: str):
@@ -178,6 +214,11 @@ def _qkv_call(q_shape, k_shape, v_shape):
         return q, k, v
 
     return call
+
+
+def _call_decode_attention(op, q, k, v):
+    inputs = [t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v)]
+    return (op(inputs),)
 
 
 def _module_call_fn(op_name: str, out_shape: tuple[int, ...]):
@@ -447,6 +488,62 @@ def _qkv_sites(g: _Graph, linears, regions: list[_Region]) -> list[Site]:
     return sites
 
 
+def _arg(node: fx.Node, index: int, name: str, default=None):
+    if len(node.args) > index:
+        return node.args[index]
+    return node.kwargs.get(name, default)
+
+
+def _decode_attention_sites(g: _Graph) -> list[Site]:
+    from kernels.ops.decode_attention.op import causal_from_end
+
+    sites = []
+    for node in g.gm.graph.nodes:
+        if not _is(node, SDPA):
+            continue
+        q, k, v = (_arg(node, i, n) for i, n in enumerate(("query", "key", "value")))
+        mask = _arg(node, 3, "attn_mask")
+        plain = (
+            _arg(node, 4, "dropout_p", 0.0) == 0.0
+            and _arg(node, 5, "is_causal", False) is False
+            and node.kwargs.get("scale") is None
+            and not node.kwargs.get("enable_gqa", False)
+        )
+        qs, ks, vs = g.shape(q), g.shape(k), g.shape(v)
+        if not plain or qs is None or ks is None or ks != vs or len(qs) != 4 or len(ks) != 4:
+            continue
+        (b, h, t, d), s_keys = qs, ks[2]
+        if ks[:2] != (b, h) or ks[3] != d or t > s_keys:
+            continue
+        if mask is None:
+            if t != 1:
+                continue
+        else:
+            value = g.constant(mask)
+            if not isinstance(value, torch.Tensor) or value.dtype != torch.bool:
+                continue
+            if value.dim() < 2 or value.shape[-2:] != (t, s_keys) or value.numel() != t * s_keys:
+                continue
+            if not torch.equal(value.reshape(t, s_keys).cpu(), causal_from_end(t, s_keys)):
+                continue
+        problem, _ = validated("decode_attention", (b, h, t, s_keys, d), _dtype_name(g.value(q)))
+        if problem is None:
+            continue
+        sites.append(
+            Site(
+                "decode_attention",
+                problem,
+                (_where(node),),
+                (),
+                (q, k, v),
+                (node,),
+                frozenset({node}),
+                _call_decode_attention,
+            )
+        )
+    return sites
+
+
 def find_sites(gm: fx.GraphModule, example_inputs, model: torch.nn.Module) -> list[Site]:
     """Every site in one captured graph; fusions first, then single layers and modules."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -460,6 +557,7 @@ def find_sites(gm: fx.GraphModule, example_inputs, model: torch.nn.Module) -> li
     return [
         *_swiglu_sites(g, linears),
         *_qkv_sites(g, linears, regions),
+        *_decode_attention_sites(g),
         *_matmul_sites(linears),
         *_module_sites(g, regions),
     ]
