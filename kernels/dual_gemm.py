@@ -46,15 +46,22 @@ class DualGemmFamily(Family):
 
     def starting_points(self, problem: Problem) -> list[dict[str, Any]]:
         """The default first, then a small grid for the problem's regime, most promising
-        first (not yet measured: the model job's screen times them on the GPU and keeps the
-        fastest). Few rows: narrow programs streaming deep K steps, enough of them to keep
-        every SM's loads in flight. Many rows: 128-row tiles, two 128-wide accumulators (a
-        128 x 256 tile's registers), grouped order so x tiles are reused from L2."""
+        first (the model job's screen times them on the GPU and keeps the fastest). Few rows:
+        narrow programs streaming deep K steps, enough of them to keep every SM's loads in
+        flight. Many rows: 128-row tiles, two 128-wide accumulators (a 128 x 256 tile's
+        registers), grouped order so x tiles are reused from L2."""
         keys = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP", "NUM_WARPS", "NUM_STAGES")
         if self.small(problem):
-            grid = [(16, 32, 128, 1, 4, 4), (16, 16, 256, 1, 4, 4), (16, 16, 128, 1, 4, 6),
-                    (16, 64, 128, 1, 8, 3), (16, 32, 256, 1, 4, 3), (16, 16, 256, 1, 8, 5)]  # fmt: skip
+            # H100, 2026-11-24 (results/model_llama_decode_h100.json, screen): swiglu_gate
+            # 8x11008x4096 best (16, 32, 256, 4, 3) 75.3 us, then (16, 64, 128, 8, 3) 77.9;
+            # qkv_rotary 8x32x32x128x4096 best (16, 64, 128, 8, 3) 50.4 us; (16, 16, 256, 8,
+            # 5) was slowest on both. The rest are neighbours not yet measured.
+            grid = [(16, 32, 256, 1, 4, 3), (16, 64, 128, 1, 8, 3), (16, 32, 256, 1, 8, 3),
+                    (16, 64, 256, 1, 8, 2), (16, 32, 128, 1, 4, 4), (16, 16, 256, 1, 4, 4)]  # fmt: skip
         else:
+            # H100 (same run): swiglu_gate 16384x2816x1024 best (128, 128, 64, 8, 8, 3)
+            # 335 us, (128, 64, 64, 8, 8, 4) 416 us; qkv_rotary 16384x16x16x64x1024 lost to
+            # PyTorch at every point (1045-1375 us against 570).
             grid = [(128, 128, 64, 8, 8, 3), (128, 64, 64, 8, 8, 4), (128, 128, 64, 8, 8, 4),
                     (128, 64, 64, 8, 4, 3), (64, 128, 64, 8, 4, 4), (128, 128, 32, 8, 8, 4)]  # fmt: skip
         points = [dict(zip(keys, values, strict=True)) for values in grid]
