@@ -28,9 +28,8 @@ def profile_model_job(job_id: str) -> str:
         if not profile.ok:
             services.model_fail(job_id=job_id, message=profile.message, profile=profile.to_dict())
             return "failed"
-        plan = make_plan(
-            [g.to_dict() for g in profile.groups], budget_s=services.model_budget(job_id=job_id)
-        )
+        # The compiled model's groups where it compiles, Linear time moved to fusions.
+        plan = make_plan(profile.plan_groups(), budget_s=services.model_budget(job_id=job_id))
         services.model_profile_record(job_id=job_id, profile=profile.to_dict(), plan=plan.to_dict())
     except Exception as exc:
         services.model_fail(job_id=job_id, message=f"Profiling failed on our side: {exc!r}")
@@ -63,8 +62,8 @@ def verify_model_job(job_id: str) -> str:
             "winners": [{"key": w["key"], "kernel_speedup": w["speedup"]} for w in winners],
             "predicted": predicted_from_measured(plan, measured),
         }
-        if not winners:
-            data["message"] = "No kernel beat the model's own: the model runs unchanged."
+        if result.message:
+            data["message"] = result.message  # no winner, no match, or nothing beats the best
         services.model_verify_record(job_id=job_id, result=data)
     except Exception as exc:
         services.model_fail(job_id=job_id, message=f"End-to-end verification failed: {exc!r}")
