@@ -119,8 +119,11 @@ def test_it_verifies_a_substituted_kernel_end_to_end():
     )
     assert result.ok, result.message
     assert result.hits == {"rmsnorm/32x64/fp32": 1}
-    assert result.compare["outputs"][0]["rel_l2"] < 1e-6
+    assert result.variants["ours"]["compare"]["outputs"][0]["rel_l2"] < 1e-6
+    assert set(result.variants) == {"eager", "ours"}, "no compile, no CUDA graphs on a CPU"
+    assert result.best_baseline == "eager" and result.best_ours == "ours"
     assert result.speedup and result.speedup > 0 and result.regime == "interpreter"
+    assert result.faster == (result.speedup_ci[0] > 1.0)
 
 
 def test_it_fails_the_end_to_end_check_when_a_kernel_is_wrong():
@@ -131,8 +134,8 @@ def test_it_fails_the_end_to_end_check_when_a_kernel_is_wrong():
         limits=QUICK,
         max_samples=3,
     )
-    assert not result.ok and result.failure is ModelFailure.KERNEL
-    assert not result.compare["passed"]
+    assert not result.ok and result.failure is ModelFailure.KERNEL and not result.faster
+    assert not result.variants["ours"]["ok"] and result.variants["eager"]["ok"]
 
 
 @pytest.mark.skipif(not os.path.isdir("/sys/fs/cgroup"), reason="no cgroups")
