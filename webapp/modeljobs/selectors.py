@@ -98,6 +98,21 @@ class EndToEndView:
     chart: dict[str, Any]
 
 
+# The order the page lists the ways in: baselines first, each next to its counterpart with the
+# kernels (JSONB keeps no key order, so the table cannot take the stored one).
+WAYS = (
+    "eager",
+    "cuda_graphs",
+    "compile",
+    "compile_max_autotune",
+    "compile_cuda_graphs",
+    "ours",
+    "ours_cuda_graphs",
+    "ours_compile",
+    "ours_compile_cuda_graphs",
+)
+
+
 def end_to_end_view(run: ModelRun) -> EndToEndView | None:
     """The end-to-end table and chart: every baseline and every way with the kernels, their
     compile times, and how each compares to the best baseline. None for a run with no check
@@ -109,7 +124,9 @@ def end_to_end_view(run: ModelRun) -> EndToEndView | None:
     regime = "offline" if any(v.get("offline") for v in variants.values()) else "interpreter"
     best_us = e2e.get("baseline_us")
     rows = []
-    for name, v in variants.items():
+    order = sorted(variants, key=lambda n: (WAYS.index(n) if n in WAYS else len(WAYS), n))
+    for name in order:
+        v = variants[name]
         median = (v.get(regime) or {}).get("median_us")
         rows.append(
             WayRow(
