@@ -422,20 +422,10 @@ def verify(job: dict) -> dict:
     for name in _wanted(job):
         side, how, label = VARIANTS[name]
         entry = report[name] = {"side": side, "label": label, "ok": False}
-        try:
-            fn, compile_s = _build_variant(how, model, inputs, built, backends)
-        except Exception as exc:  # noqa: BLE001  (a way that fails is reported, not fatal)
-            _settle(device)
-            if not _fewer_compile_threads(exc):
-                entry["error"] = _tail(exc)
-                continue
-            entry["compile_threads_fallback"] = _tail(exc)[-600:]
-            try:
-                fn, compile_s = _build_variant(how, model, inputs, built, backends)
-            except Exception as exc2:  # noqa: BLE001
-                entry["error"] = _tail(exc2)
-                _settle(device)
-                continue
+        made = _build_or_report(how, model, inputs, built, backends, entry, device)
+        if made is None:
+            continue
+        fn, compile_s = made
         built[how] = fn
         entry["compile_s"] = compile_s
         if isinstance(fn, _Graphed):
@@ -495,6 +485,21 @@ def _build_variant(how: str, model, inputs, built: dict, backends: dict):
     with torch.no_grad():
         fn(*inputs)
     return fn, time.perf_counter() - t0
+
+
+def _build_or_report(how, model, inputs, built, backends, entry: dict, device: str):
+    """_build_variant, or None with the error in `entry` (a way that fails is reported, not
+    fatal); a failed compile is tried once more with one compile thread."""
+    for attempt in range(2):
+        try:
+            return _build_variant(how, model, inputs, built, backends)
+        except Exception as exc:  # noqa: BLE001
+            _settle(device)
+            if attempt or not _fewer_compile_threads(exc):
+                entry["error"] = _tail(exc)
+                return None
+            entry["compile_threads_fallback"] = _tail(exc)[-600:]
+    return None
 
 
 def _fewer_compile_threads(exc: BaseException) -> bool:

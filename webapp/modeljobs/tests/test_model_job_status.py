@@ -191,20 +191,29 @@ def test_a_lost_verify_message_is_sent_again_by_the_sweep_once(
     assert _status(job) == (Job.Status.DONE, ModelRun.Status.DONE)
 
 
-def test_the_page_shows_every_baseline_and_the_speedup_over_the_best(
-    alice, team, client, django_capture_on_commit_callbacks
-):
+def _job_with_recorded_check(alice, team, captured, **changes):
+    """A model job whose run holds the H100 end-to-end record of llama_block (+ changes)."""
     recorded = Path(__file__).resolve().parents[3] / "benchmarks" / "results"
     h100 = json.loads((recorded / "model_llama_block_h100.json").read_text())["result"]
     source = check_model_source(MODEL.read_text(), "two_norms.py")
-    with django_capture_on_commit_callbacks(execute=False):
+    with captured(execute=False):
         (job,) = services.model_jobs_create(
             user=alice, team=team, title="m", sources=[source], budget_s=60, queue="test.nobody"
         )
     e2e = h100["end_to_end"] | {"winners": [], "predicted": h100["predicted_from_kernels"]}
     ModelRun.objects.filter(job=job).update(
-        status=ModelRun.Status.DONE, end_to_end=e2e, profile=h100["profile"], plan=h100["plan"]
+        status=ModelRun.Status.DONE,
+        end_to_end=e2e | changes,
+        profile=h100["profile"],
+        plan=h100["plan"],
     )
+    return job, e2e
+
+
+def test_the_page_shows_every_baseline_and_the_speedup_over_the_best(
+    alice, team, client, django_capture_on_commit_callbacks
+):
+    job, e2e = _job_with_recorded_check(alice, team, django_capture_on_commit_callbacks)
     client.force_login(alice)
     page = client.get(reverse("jobs:detail", args=[job.id])).content.decode()
     assert 'id="end-to-end-timings"' in page and 'id="end-to-end-chart"' in page
@@ -219,21 +228,15 @@ def test_the_page_shows_every_baseline_and_the_speedup_over_the_best(
 def test_the_page_says_so_when_nothing_beats_the_best_baseline(
     alice, team, client, django_capture_on_commit_callbacks
 ):
-    recorded = Path(__file__).resolve().parents[3] / "benchmarks" / "results"
-    h100 = json.loads((recorded / "model_llama_block_h100.json").read_text())["result"]
-    source = check_model_source(MODEL.read_text(), "two_norms.py")
-    with django_capture_on_commit_callbacks(execute=False):
-        (job,) = services.model_jobs_create(
-            user=alice, team=team, title="m", sources=[source], budget_s=60, queue="test.nobody"
-        )
-    slower = h100["end_to_end"] | {
-        "faster": False,
-        "speedup": 0.97,
-        "speedup_ci": [0.95, 0.99],
-        "message": "Nothing beats the best baseline (torch.compile + CUDA graphs).",
-        "winners": [],
-    }
-    ModelRun.objects.filter(job=job).update(status=ModelRun.Status.DONE, end_to_end=slower)
+    job, _ = _job_with_recorded_check(
+        alice,
+        team,
+        django_capture_on_commit_callbacks,
+        faster=False,
+        speedup=0.97,
+        speedup_ci=[0.95, 0.99],
+        message="Nothing beats the best baseline (torch.compile + CUDA graphs).",
+    )
     client.force_login(alice)
     page = client.get(reverse("jobs:detail", args=[job.id])).content.decode()
     assert "<strong>Nothing beats the best baseline.</strong>" in page
