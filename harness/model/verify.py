@@ -124,7 +124,8 @@ def verify_model(
     for regime, stats in r["timing"].items():
         for name, st in stats.items():
             variants[name][regime] = st
-    ok = r.get("best_ours") is not None or not winners
+    unused = winners and not r["hits"]  # no site of the model matched a winner
+    ok = r.get("best_ours") is not None or not winners or bool(unused)
     e2e = EndToEnd(
         ok=ok,
         device=r["device"],
@@ -145,6 +146,11 @@ def verify_model(
         e2e.message = (
             "No kernel beat PyTorch on this model's problems: the model runs unchanged and the "
             "package replaces no PyTorch op."
+        )
+    elif unused:
+        e2e.message = (
+            "No winning kernel matched a site of this model (shape, dtype or arguments differ): "
+            "the model runs unchanged and the package replaces no PyTorch op."
         )
     elif not ok:
         e2e.failure = ModelFailure.KERNEL

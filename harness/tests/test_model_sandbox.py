@@ -152,3 +152,16 @@ def test_it_leaves_no_model_process_behind(tmp_path, monkeypatch):
                 continue
             # model children run in a kf-model-* scratch dir
             assert not cwd.startswith(str(tmp_path)), (pid, cwd)
+
+
+def test_a_winner_no_site_of_the_model_matches_changes_nothing():
+    result = verify_model(
+        model("tiny_mlp"),
+        [Winner("rmsnorm/99x64/fp32", RMSNORM_KERNEL)],  # not the model's shape
+        device="cpu",
+        limits=QUICK,
+        max_samples=3,
+    )
+    assert result.ok and not result.faster and result.hits == {}
+    assert result.best_ours is None and result.unused == ["rmsnorm/99x64/fp32"]
+    assert "No winning kernel matched" in result.message
