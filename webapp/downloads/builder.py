@@ -300,6 +300,8 @@ def _readme(
         "swiglu, rotary and fused matmul activations have no single PyTorch function: call",
         f"`{name}.<op>(...)` or `torch.ops.{name}.<op>(...)`. A name imported before the",
         "package (`from torch.nn.functional import linear`) and the `@` operator keep PyTorch.",
+        "Under torch.compile the same calls trace to the package's ops (each has a fake",
+        "implementation), so Inductor compiles the model around the kernels.",
         "",
         f"    {name}.disable() / {name}.enable()   PyTorch's originals back / kernels again",
         f"    {name}.stats()                       kernel runs and PyTorch fallbacks so far",
