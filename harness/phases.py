@@ -26,7 +26,7 @@ from kernels.problem import Problem
 
 def run(phase: str, job: dict, isolation: dict) -> dict:
     if phase.startswith("model_"):  # uploaded models: profile / end-to-end verify (issue 6)
-        from harness.model_child import run_phase
+        from harness.model.child import run_phase
 
         return run_phase(phase, job)
     handler = {

@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 @app.task(name="workers.profile_model_job", acks_late=True)
 def profile_model_job(job_id: str) -> str:
     from agents.amdahl import make_plan
-    from harness.model_profile import profile_model
+    from harness.model import profile_model
     from webapp.modeljobs import services
 
     source = services.model_profile_claim(job_id=job_id)
@@ -28,9 +28,8 @@ def profile_model_job(job_id: str) -> str:
         if not profile.ok:
             services.model_fail(job_id=job_id, message=profile.message, profile=profile.to_dict())
             return "failed"
-        plan = make_plan(
-            [g.to_dict() for g in profile.groups], budget_s=services.model_budget(job_id=job_id)
-        )
+        # The compiled model's groups where it compiles, Linear time moved to fusions.
+        plan = make_plan(profile.plan_groups(), budget_s=services.model_budget(job_id=job_id))
         services.model_profile_record(job_id=job_id, profile=profile.to_dict(), plan=plan.to_dict())
     except Exception as exc:
         services.model_fail(job_id=job_id, message=f"Profiling failed on our side: {exc!r}")
@@ -41,7 +40,7 @@ def profile_model_job(job_id: str) -> str:
 @app.task(name="workers.verify_model_job", acks_late=True)
 def verify_model_job(job_id: str) -> str:
     from agents.amdahl import Plan, PlanItem, predicted_from_measured
-    from harness.model_verify import Winner, verify_model
+    from harness.model import Winner, verify_model
     from webapp.jobs.models import Job
     from webapp.modeljobs import selectors, services
 
@@ -63,8 +62,8 @@ def verify_model_job(job_id: str) -> str:
             "winners": [{"key": w["key"], "kernel_speedup": w["speedup"]} for w in winners],
             "predicted": predicted_from_measured(plan, measured),
         }
-        if not winners:
-            data["message"] = "No kernel beat the model's own: the model runs unchanged."
+        if result.message:
+            data["message"] = result.message  # no winner, no match, or nothing beats the best
         services.model_verify_record(job_id=job_id, result=data)
     except Exception as exc:
         services.model_fail(job_id=job_id, message=f"End-to-end verification failed: {exc!r}")

@@ -7,44 +7,79 @@ import json
 
 from agents import model_job
 
-PAIR = {"original_us": 200.0, "substituted_us": 100.0, "speedup": 2.0, "speedup_ci": [1.9, 2.1]}
+
+def _way(side, label, offline, server=None, compile_s=0.0, ok=True, error=""):
+    v = {"side": side, "label": label, "ok": ok, "compile_s": compile_s}
+    if error:
+        return v | {"error": error}
+    return (
+        v
+        | {"offline": {"median_us": offline}}
+        | ({"server": {"median_us": server}} if server else {})
+    )
+
+
 RESULT = {
-    "profile": {"total_us": 180.0, "forward_wall_us": 190.0, "gpu_busy": 180 / 190},
-    "plan": {"items": [{"key": "rmsnorm/8x8/bf16", "share": 0.5, "budget_s": 10.0}]},
+    "profile": {
+        "total_us": 180.0,
+        "forward_wall_us": 190.0,
+        "gpu_busy": 180 / 190,
+        "basis": "torch.compile",
+        "compiled": {"ok": True, "compile_s": 6.8, "total_us": 150.0},
+    },
+    "plan": {"items": [{"key": "swiglu_gate/8x64x32/bf16", "share": 0.5, "budget_s": 10.0}]},
     "problems": [
         {
-            "key": "rmsnorm/8x8/bf16",
-            "family": "rmsnorm_rowwise",
-            "speedup": 3.0,
+            "key": "swiglu_gate/8x64x32/bf16",
+            "family": "swiglu_gate_dual",
+            "speedup": 1.2,
             "kept": True,
             "elapsed_s": 9.0,
             "note": "",
         }
     ],
-    "predicted_from_kernels": 1.5,
-    "end_to_end": PAIR
-    | {
-        "compare": {"passed": True},
-        "hits": {"rmsnorm/8x8/bf16": 2},
-        "launch_bound": PAIR | {"speedup": 1.2},
-        "graphed": {"ok": False, "error": "x" * 1000 + "capture failed"},
+    "predicted_from_kernels": 1.1,
+    "end_to_end": {
+        "variants": {
+            "eager": _way("baseline", "eager PyTorch", 300.0, 900.0),
+            "compile": _way("baseline", "torch.compile (default)", 200.0, 700.0, 6.8),
+            "compile_max_autotune": _way("baseline", "max-autotune", 0, error="x" * 900 + "!"),
+            "ours_compile": _way("ours", "kernels + torch.compile", 160.0, 650.0, 3.1),
+        },
+        "best_baseline": "compile",
+        "best_ours": "ours_compile",
+        "baseline_us": 200.0,
+        "ours_us": 160.0,
+        "speedup": 1.25,
+        "speedup_ci": [1.2, 1.3],
+        "faster": True,
+        "hits": {"swiglu_gate/8x64x32/bf16": 2},
+        "message": "",
     },
 }
 
 
-def test_the_summary_copies_predicted_and_measured_speedups():
+def test_the_summary_copies_every_way_and_the_speedup_over_the_best_baseline():
     summary = model_job.summarize(RESULT)
-    assert summary["amdahl_predicted_from_kernels"] == 1.5
-    assert summary["eager_offline"] == {
-        "original_us": 200.0,
-        "substituted_us": 100.0,
-        "speedup": 2.0,
-        "ci95": [1.9, 2.1],
+    assert summary["amdahl_predicted_from_kernels"] == 1.1
+    assert (
+        summary["plan_basis"] == "torch.compile" and summary["compiled_kernel_us_per_step"] == 150
+    )
+    rows = {r["variant"]: r for r in summary["end_to_end"]}
+    assert rows["compile"] == {
+        "variant": "compile",
+        "side": "baseline",
+        "label": "torch.compile (default)",
+        "offline_us": 200.0,
+        "server_us": 700.0,
+        "compile_s": 6.8,
+        "outputs_match": True,
     }
-    assert summary["eager_launch_bound"]["speedup"] == 1.2
-    assert summary["cuda_graphs"]["error"].endswith("capture failed")
-    assert len(summary["cuda_graphs"]["error"]) == 400
-    assert summary["outputs_match"] and summary["optimized"][0]["speedup"] == 3.0
+    assert rows["compile_max_autotune"]["error"].endswith("!")
+    assert len(rows["compile_max_autotune"]["error"]) == 400
+    assert summary["best_baseline"] == "compile" and summary["best_ours"] == "ours_compile"
+    assert summary["speedup_over_best_baseline"] == 1.25 and summary["faster"]
+    assert summary["optimized"][0]["speedup"] == 1.2
 
 
 def test_a_record_names_the_command_versions_and_date():

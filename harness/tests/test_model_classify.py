@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.model_classify import group_records
-from harness.model_trace import records_from_trace
+from harness.model.classify import group_records
+from harness.model.trace import records_from_trace
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -1,20 +1,17 @@
-"""The shipped Llama-style example on the CPU (its small CPU config, as in CI): profiled in the
-sandbox into the problems the GPU run optimizes, and verified end to end with rmsnorm and
-rotary kernels substituted; and the patch's per-module tables (rotary cos/sin over the batch)
-are built once, not on every call."""
+"""The shipped example models on the CPU (their small CPU configs, as in CI): profiled in the
+sandbox into the problems the GPU run optimizes, with the sites where fusions go, and
+verified end to end with kernels substituted."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-import torch
+from harness.model.profile import profile_model
+from harness.model.verify import Winner, verify_model
 
-from harness import model_patch
-from harness.model_profile import profile_model
-from harness.model_verify import Winner, verify_model
-
-LLAMA = (Path(__file__).resolve().parents[2] / "examples" / "models" / "llama_block.py").read_text()
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "models"
+LLAMA = (EXAMPLES / "llama_block.py").read_text()
 RMSNORM_KERNEL = """
 import torch
 
@@ -54,41 +51,21 @@ def test_the_llama_example_verifies_with_rmsnorm_and_rotary_substituted_on_the_c
     )
     assert result.ok, result.message
     assert result.hits == {"rmsnorm/128x1024/bf16": 2, "rotary/128x16x64/bf16": 2}
-    assert result.graphed == {} and result.launch_bound == {}, "CUDA-only timings stay empty"
+    assert "cuda_graphs" not in result.variants, "CUDA graphs only on a GPU"
 
 
-class Rotary(torch.nn.Module):
-    def __init__(self, seq: int, half: int):
-        super().__init__()
-        self.register_buffer("cos", torch.rand(seq, half))
-        self.register_buffer("sin", torch.rand(seq, half))
-
-    def forward(self, x):
-        raise AssertionError("patched: the kernel runs instead")
+DECODE = (EXAMPLES / "llama_decode.py").read_text()
 
 
-class Recorder:
-    def __init__(self):
-        self.tables = []
-
-    def run(self, x, cos, sin, *, out):
-        self.tables.append((cos, sin))
-        out.copy_(x)
-
-
-def test_the_patch_builds_rotary_tables_once_and_again_after_a_buffer_changes():
-    module, kernel = Rotary(8, 4), Recorder()
-    patcher = model_patch.patch(module, {"rotary/16x2x8/fp32": kernel})
-    patcher.enabled = True
-    x = torch.randn(2, 8, 2, 8)  # (batch, seq, heads, head_dim)
-    module(x)
-    module(x)
-    assert patcher.hits == {"rotary/16x2x8/fp32": 2}
-    (cos1, sin1), (cos2, sin2) = kernel.tables
-    assert cos1 is cos2 and sin1 is sin2, "the batch-repeated tables are reused"
-    assert torch.equal(cos1, module.cos.repeat(2, 1))
-    with torch.no_grad():
-        module.cos.mul_(2)  # a buffer written in place: its version counter moves
-    module(x)
-    assert kernel.tables[-1][0] is not cos1
-    assert torch.equal(kernel.tables[-1][0], module.cos.repeat(2, 1))
+def test_the_decode_example_profiles_with_its_fusion_sites_and_plans_them():
+    profile = profile_model(DECODE, device="cpu", steps=1, warmup=1)
+    assert profile.ok, profile.message
+    kinds = {s["kind"]: s["key"] for s in profile.sites}
+    assert kinds["swiglu_gate"] == "swiglu_gate/8x688x256/bf16"
+    assert kinds["qkv_rotary"] == "qkv_rotary/8x4x4x64x256/bf16"
+    assert kinds["decode_attention"] == "decode_attention/1x4x8x40x64/bf16"
+    groups = {g["label"]: g for g in profile.plan_groups()}
+    assert groups["swiglu_gate/8x688x256/bf16"]["calls"] == 2  # one per layer
+    # q/k/v/o share one shape: the fusion took q, k and v; o stays a matmul problem.
+    assert groups["matmul/8x256x256/bf16/NT"]["calls"] == 2
+    assert "matmul/8x688x256/bf16/NT" not in groups, "gate and up are the fusion's"

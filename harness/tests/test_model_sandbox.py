@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from harness.config import Limits
-from harness.model_profile import profile_model
-from harness.model_sandbox import ModelFailure
-from harness.model_verify import Winner, verify_model
+from harness.model.profile import profile_model
+from harness.model.sandbox import ModelFailure
+from harness.model.verify import Winner, verify_model
 
 MODELS = Path(__file__).parent / "fixtures" / "models"
 QUICK = Limits(wall_s=60, memory_bytes=4 * 2**30)
@@ -119,8 +119,11 @@ def test_it_verifies_a_substituted_kernel_end_to_end():
     )
     assert result.ok, result.message
     assert result.hits == {"rmsnorm/32x64/fp32": 1}
-    assert result.compare["outputs"][0]["rel_l2"] < 1e-6
+    assert result.variants["ours"]["compare"]["outputs"][0]["rel_l2"] < 1e-6
+    assert set(result.variants) == {"eager", "ours"}, "no compile, no CUDA graphs on a CPU"
+    assert result.best_baseline == "eager" and result.best_ours == "ours"
     assert result.speedup and result.speedup > 0 and result.regime == "interpreter"
+    assert result.faster == (result.speedup_ci[0] > 1.0)
 
 
 def test_it_fails_the_end_to_end_check_when_a_kernel_is_wrong():
@@ -131,8 +134,8 @@ def test_it_fails_the_end_to_end_check_when_a_kernel_is_wrong():
         limits=QUICK,
         max_samples=3,
     )
-    assert not result.ok and result.failure is ModelFailure.KERNEL
-    assert not result.compare["passed"]
+    assert not result.ok and result.failure is ModelFailure.KERNEL and not result.faster
+    assert not result.variants["ours"]["ok"] and result.variants["eager"]["ok"]
 
 
 @pytest.mark.skipif(not os.path.isdir("/sys/fs/cgroup"), reason="no cgroups")
@@ -149,3 +152,16 @@ def test_it_leaves_no_model_process_behind(tmp_path, monkeypatch):
                 continue
             # model children run in a kf-model-* scratch dir
             assert not cwd.startswith(str(tmp_path)), (pid, cwd)
+
+
+def test_a_winner_no_site_of_the_model_matches_changes_nothing():
+    result = verify_model(
+        model("tiny_mlp"),
+        [Winner("rmsnorm/99x64/fp32", RMSNORM_KERNEL)],  # not the model's shape
+        device="cpu",
+        limits=QUICK,
+        max_samples=3,
+    )
+    assert result.ok and not result.faster and result.hits == {}
+    assert result.best_ours is None and result.unused == ["rmsnorm/99x64/fp32"]
+    assert "No winning kernel matched" in result.message

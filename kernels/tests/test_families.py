@@ -130,3 +130,26 @@ def test_the_cuda_starter_device_code_compiles(dtype, tmp_path):
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_decode_attention_reads_strided_cache_slices():
+    """A model passes k and v as slices of a longer cache buffer (and q as a column slice of a
+    fused projection): only the head dim is contiguous."""
+    import torch
+
+    from kernels.candidate import load_module
+    from kernels.checking import compare
+
+    op = all_ops()["decode_attention"]
+    problem = Problem("decode_attention", (1, 2, 3, 20, 16), "fp16")
+    family = op.families()[0]
+    q, k, v = op.make_inputs(problem, seed=0, device="cpu")
+    cache_k = torch.zeros(1, 2, 32, 16, dtype=k.dtype)
+    cache_v = torch.zeros(1, 2, 32, 16, dtype=v.dtype)
+    cache_k[:, :, :20], cache_v[:, :, :20] = k, v
+    wide_q = torch.zeros(1, 2, 3, 48, dtype=q.dtype)
+    wide_q[..., 8:24] = q
+    out = torch.empty(1, 2, 3, 16, dtype=q.dtype)
+    module = load_module(family.render(problem, family.default(problem)))
+    module.run(wide_q[..., 8:24], cache_k[:, :, :20], cache_v[:, :, :20], out=out)
+    assert compare(out, op.reference(problem, q, k, v), op.tolerance(problem)).passed

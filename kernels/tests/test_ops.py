@@ -17,7 +17,7 @@ def small_problem(op_name: str, dtype: str = "fp32") -> Problem:
     """A small, odd-sized problem per op (the interpreter is slow)."""
     op = all_ops()[op_name]
     dtype = dtype if dtype in op.dtypes else op.dtypes[0]
-    sizes = {"M": 5, "N": 24, "K": 40, "T": 6, "H": 3, "D": 16, "B": 2, "S": 24, "F": 40}
+    sizes = {"M": 5, "N": 24, "K": 40, "T": 6, "H": 3, "HKV": 1, "D": 16, "B": 2, "S": 24, "F": 40}
     return Problem(op_name, tuple(sizes[d] for d in op.dims), dtype, op.layouts[0])
 
 

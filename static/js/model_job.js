@@ -47,3 +47,32 @@
     { displayModeBar: false, responsive: true }
   );
 })();
+
+// The end-to-end chart: every way the model ran, PyTorch alone (grey) and with the kernels
+// (blue), median forward time; data from json_script "model-end-to-end".
+(function () {
+  "use strict";
+  const data = document.getElementById("model-end-to-end");
+  const chart = document.getElementById("end-to-end-chart");
+  if (!data || !chart || !window.Plotly) return;
+  const e2e = JSON.parse(data.textContent);
+  const trace = {
+    type: "bar",
+    orientation: "h",
+    x: e2e.us.slice().reverse(),
+    y: e2e.labels.slice().reverse(),
+    marker: { color: e2e.side.slice().reverse().map((s) => (s === "ours" ? "#2f6fdf" : "#9aa3ad")) },
+    hovertemplate: "%{y}<br>%{x:.1f} µs<extra></extra>",
+  };
+  window.Plotly.newPlot(
+    chart,
+    [trace],
+    {
+      margin: { l: 320, r: 20, t: 10, b: 40 },
+      xaxis: { title: { text: e2e.unit } },
+      yaxis: { automargin: true },
+      showlegend: false,
+    },
+    { displayModeBar: false, responsive: true }
+  );
+})();

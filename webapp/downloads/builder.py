@@ -221,7 +221,67 @@ def _pyproject(name: str, job: Job) -> str:
     )
 
 
-def _readme(name: str, job: Job, job_url: str, entries: list[dict], missing: list[str]) -> str:
+def _model_end_to_end(job: Job):
+    """A model job's end-to-end check (modeljobs.selectors.end_to_end_view), or None."""
+    from webapp.modeljobs.selectors import end_to_end_view, model_run_for_job
+
+    run = model_run_for_job(job_id=job.id) if job.kind == Job.Kind.MODEL else None
+    return end_to_end_view(run) if run is not None else None
+
+
+def _end_to_end_lines(view) -> list[str]:
+    """The model's end-to-end table for the README: every baseline and every way with the
+    kernels, compile times, and the verdict against the best baseline."""
+    if view is None:
+        return [
+            "",
+            "## The model end to end",
+            "",
+            "No end-to-end check has finished for this model yet, so this package replaces no",
+            "PyTorch op (its ops are registered and call PyTorch).",
+        ]
+    if view.faster:
+        verdict = (
+            f"**{view.speedup:.3f}x faster than the best baseline** ({view.best_baseline.label}, "
+            f"{view.best_baseline.offline_us:.1f} us per forward) run as: {view.best_ours.label}, "
+            f"{view.best_ours.offline_us:.1f} us; 95 % interval {view.speedup_ci[0]:.3f}-"
+            f"{view.speedup_ci[1]:.3f}x."
+        )
+    else:
+        verdict = (
+            "**Nothing beats the best baseline**, so this package replaces no PyTorch op (its "
+            f"ops are registered and call PyTorch). {view.message}"
+        )
+    rows = [
+        f"| {r.label} | {'with the kernels' if r.side == 'ours' else 'PyTorch only'} | "
+        + (
+            "failed | | | |"
+            if r.error
+            else f"{r.offline_us:.1f} | {r.compile_s or 0:.1f} | "
+            f"{(r.vs_best_baseline or 0):.3f}x | {'match' if r.ok else 'DIFFER'} |"
+        )
+        for r in view.rows
+    ]
+    return [
+        "",
+        f"## The model end to end ({view.device_name})",
+        "",
+        verdict,
+        "",
+        "| run as | kernels | us per forward | compile (s) | vs best baseline | outputs |",
+        "|---|---|---|---|---|---|",
+        *rows,
+    ]
+
+
+def _readme(
+    name: str,
+    job: Job,
+    job_url: str,
+    entries: list[dict],
+    missing: list[str],
+    model=None,
+) -> str:
     lines = [
         f"# {name}",
         "",
@@ -240,6 +300,8 @@ def _readme(name: str, job: Job, job_url: str, entries: list[dict], missing: lis
         "swiglu, rotary and fused matmul activations have no single PyTorch function: call",
         f"`{name}.<op>(...)` or `torch.ops.{name}.<op>(...)`. A name imported before the",
         "package (`from torch.nn.functional import linear`) and the `@` operator keep PyTorch.",
+        "Under torch.compile the same calls trace to the package's ops (each has a fake",
+        "implementation), so Inductor compiles the model around the kernels.",
         "",
         f"    {name}.disable() / {name}.enable()   PyTorch's originals back / kernels again",
         f"    {name}.stats()                       kernel runs and PyTorch fallbacks so far",
@@ -251,6 +313,8 @@ def _readme(name: str, job: Job, job_url: str, entries: list[dict], missing: lis
     ]
     if missing:
         lines += ["", "No kernel won for: " + ", ".join(missing) + " (PyTorch serves them)."]
+    if job.kind == Job.Kind.MODEL:
+        lines += _end_to_end_lines(model)
     return "\n".join(lines) + "\n"
 
 
@@ -260,6 +324,11 @@ def build_package(
     """The zip for these winners (all of a job's, or one problem's)."""
     name = package_name(job.title)
     root = name.replace("_", "-")
+    model = _model_end_to_end(job)
+    if job.kind == Job.Kind.MODEL and not (model and model.faster):
+        # Never ship a loss: a model's kernels replace PyTorch ops only when the model with
+        # them beat its best baseline (eager, CUDA graphs, torch.compile) end to end.
+        winners = []
     entries, cases, ops = [], [], {}
     modules: dict[str, str] = {}
     for winner in winners:
@@ -283,7 +352,7 @@ def build_package(
 
     files = {
         "pyproject.toml": _pyproject(name, job),
-        "README.md": _readme(name, job, job_url, entries, missing),
+        "README.md": _readme(name, job, job_url, entries, missing, model),
         "manifest.json": json.dumps(manifest(job, winners, problems), indent=2, sort_keys=True),
         f"{name}/__init__.py": fill(templates["__init__.py"]),
         f"{name}/dispatch.py": fill(templates["dispatch.py"]),

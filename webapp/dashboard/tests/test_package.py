@@ -38,6 +38,9 @@ SMALL = {
     "rotary": ["3x5x6"],
     "cross_entropy": ["5x100"],
     "attention": ["1x2x7x16"],
+    "swiglu_gate": ["3x24x40"],
+    "qkv_rotary": ["3x4x2x6x40"],
+    "decode_attention": ["1x2x3x7x16", "2x3x1x5x16"],
 }
 
 

@@ -104,9 +104,9 @@ def test_the_job_stays_running_until_the_end_to_end_check_ends(
     assert job.finished_at is not None
     assert job_status_event(job_id=job.id)["terminal"]
     run = ModelRun.objects.get(job=job)
-    assert run.end_to_end["hits"] == {RMSNORM_KEY: 1} and run.end_to_end["compare"]["passed"]
+    assert run.end_to_end["hits"] == {RMSNORM_KEY: 1} and run.end_to_end["variants"]["ours"]["ok"]
     page = client.get(reverse("jobs:detail", args=[job.id])).content.decode()
-    assert "Outputs match" in page and 'id="model-verifying"' not in page
+    assert 'id="way-ours"' in page and 'id="model-verifying"' not in page
 
 
 def test_a_task_the_watchdog_gives_up_on_still_lets_the_finished_problems_verify(
@@ -191,20 +191,53 @@ def test_a_lost_verify_message_is_sent_again_by_the_sweep_once(
     assert _status(job) == (Job.Status.DONE, ModelRun.Status.DONE)
 
 
-def test_the_page_shows_eager_launch_bound_and_graphed_end_to_end_numbers(
-    alice, team, client, django_capture_on_commit_callbacks
-):
+def _job_with_recorded_check(alice, team, captured, **changes):
+    """A model job whose run holds the H100 end-to-end record of llama_block (+ changes)."""
     recorded = Path(__file__).resolve().parents[3] / "benchmarks" / "results"
-    run3 = json.loads((recorded / "model_llama_block_h200_run3.json").read_text())["result"]
+    h100 = json.loads((recorded / "model_llama_block_h100.json").read_text())["result"]
     source = check_model_source(MODEL.read_text(), "two_norms.py")
-    with django_capture_on_commit_callbacks(execute=False):
+    with captured(execute=False):
         (job,) = services.model_jobs_create(
             user=alice, team=team, title="m", sources=[source], budget_s=60, queue="test.nobody"
         )
-    e2e = run3["end_to_end"] | {"winners": [], "predicted": run3["predicted_from_kernels"]}
-    ModelRun.objects.filter(job=job).update(status=ModelRun.Status.DONE, end_to_end=e2e)
+    e2e = h100["end_to_end"] | {"winners": [], "predicted": h100["predicted_from_kernels"]}
+    ModelRun.objects.filter(job=job).update(
+        status=ModelRun.Status.DONE,
+        end_to_end=e2e | changes,
+        profile=h100["profile"],
+        plan=h100["plan"],
+    )
+    return job, e2e
+
+
+def test_the_page_shows_every_baseline_and_the_speedup_over_the_best(
+    alice, team, client, django_capture_on_commit_callbacks
+):
+    job, e2e = _job_with_recorded_check(alice, team, django_capture_on_commit_callbacks)
     client.force_login(alice)
     page = client.get(reverse("jobs:detail", args=[job.id])).content.decode()
-    assert 'id="end-to-end-timings"' in page and 'id="graphed"' in page
-    for number in (e2e["speedup"], e2e["launch_bound"]["speedup"], e2e["graphed"]["speedup"]):
-        assert f"{number:.3f}x" in page
+    assert 'id="end-to-end-timings"' in page and 'id="end-to-end-chart"' in page
+    for name in ("eager", "cuda_graphs", "compile", "compile_max_autotune", "compile_cuda_graphs"):
+        variant = e2e["variants"][name]
+        assert f'id="way-{name}"' in page and variant["label"] in page
+        assert f"{variant['compile_s']:.1f}" in page  # each with its own compile time
+    assert f"{e2e['speedup']:.3f}x faster than the best baseline" in page
+    assert "the compiled model&#x27;s kernels" in page or "the compiled model's kernels" in page
+
+
+def test_the_page_says_so_when_nothing_beats_the_best_baseline(
+    alice, team, client, django_capture_on_commit_callbacks
+):
+    job, _ = _job_with_recorded_check(
+        alice,
+        team,
+        django_capture_on_commit_callbacks,
+        faster=False,
+        speedup=0.97,
+        speedup_ci=[0.95, 0.99],
+        message="Nothing beats the best baseline (torch.compile + CUDA graphs).",
+    )
+    client.force_login(alice)
+    page = client.get(reverse("jobs:detail", args=[job.id])).content.decode()
+    assert "<strong>Nothing beats the best baseline.</strong>" in page
+    assert "faster than the best baseline" not in page

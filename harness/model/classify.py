@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import kernels
-from harness.model_trace import MODULE_PREFIX, KernelRecord
+from harness.model.trace import MODULE_PREFIX, KernelRecord
 from kernels.problem import Problem, ProblemError
 
 DTYPE_NAMES = {
@@ -66,6 +66,9 @@ ELEMENTWISE_ATEN = re.compile(
     r"_to_copy|clone|contiguous|mean|max|min|where|masked_fill|fill_|zero_|arange|cos|sin)_?$"
 )
 KERNEL_NAMES = [  # (pattern on the kernel name, op), first match wins
+    # Inductor's generated kernels (pointwise, reduction, persistent reduction, template):
+    # what torch.compile fused; named before the patterns their fused op names would match.
+    (re.compile(r"^triton_(poi|red|per|tem)_"), "compiler_fused"),
     (re.compile(r"gemm|cutlass|nvjet|cublas|xmma|wgmma|_sgemm|_hgemm", re.I), "matmul"),
     (re.compile(r"flash|fmha|attention|attn", re.I), "attention"),
     (re.compile(r"softmax", re.I), "softmax"),
@@ -115,7 +118,7 @@ def _dtype(name: str) -> str | None:
     return DTYPE_NAMES.get(str(name).removeprefix("torch."))
 
 
-def _validated(op: str, shape: tuple[int, ...], dtype: str | None, layout: str = ""):
+def validated(op: str, shape: tuple[int, ...], dtype: str | None, layout: str = ""):
     """(Problem, "") when kernels/ can run it, else (None, why not)."""
     if dtype is None:
         return None, "unknown dtype"
@@ -123,6 +126,29 @@ def _validated(op: str, shape: tuple[int, ...], dtype: str | None, layout: str =
         return kernels.parse_problem(op, list(shape), dtype, layout), ""
     except ProblemError as exc:
         return None, str(exc)
+
+
+def describe(module, x) -> dict:
+    """A module's entry in the module table (what problem_for_module reads): its class, the
+    shape and dtype of its first tensor input `x`, its own parameters' and buffers' shapes,
+    its eps and softmax dim. The profiling child writes one per module; the site finder
+    describes a module call the same way, so both name the same problem."""
+    dim = getattr(module, "dim", None)
+    eps = None
+    for name in ("eps", "variance_epsilon", "epsilon"):
+        value = getattr(module, name, None)
+        if isinstance(value, float | int):
+            eps = float(value)
+            break
+    return {
+        "cls": type(module).__name__,
+        "input": list(x.shape) if x is not None else None,
+        "dtype": str(x.dtype).removeprefix("torch.") if x is not None else "",
+        "params": {n: list(p.shape) for n, p in module.named_parameters(recurse=False)},
+        "buffers": {n: list(b.shape) for n, b in module.named_buffers(recurse=False)},
+        "eps": eps,
+        "dim": dim if isinstance(dim, int) else None,
+    }
 
 
 def problem_for_module(info: Mapping) -> tuple[str, Problem | None, str] | None:
@@ -139,22 +165,22 @@ def problem_for_module(info: Mapping) -> tuple[str, Problem | None, str] | None:
     if cls == "Linear" and "weight" in params:
         n, k = params["weight"]
         layout = "NT+bias" if "bias" in params else "NT"
-        return ("matmul", *_validated("matmul", (rows, n, k), dtype, layout))
+        return ("matmul", *validated("matmul", (rows, n, k), dtype, layout))
     if "rmsnorm" in low and list(params.get("weight", [])) == [shape[-1]]:
         if info.get("eps") is not None and abs(info["eps"] - RMSNORM_EPS) > 1e-12:
             return "rmsnorm", None, f"eps={info['eps']} (kernels/ computes eps={RMSNORM_EPS})"
-        return ("rmsnorm", *_validated("rmsnorm", (rows, shape[-1]), dtype))
+        return ("rmsnorm", *validated("rmsnorm", (rows, shape[-1]), dtype))
     if cls == "LayerNorm" and "weight" in params and "bias" in params:
         if info.get("eps") is not None and abs(info["eps"] - LAYERNORM_EPS) > 1e-12:
             return "layernorm", None, f"eps={info['eps']} (kernels/ computes eps={LAYERNORM_EPS})"
-        return ("layernorm", *_validated("layernorm", (rows, shape[-1]), dtype))
+        return ("layernorm", *validated("layernorm", (rows, shape[-1]), dtype))
     if cls == "Softmax" and info.get("dim") in (-1, len(shape) - 1):
-        return ("softmax", *_validated("softmax", (rows, shape[-1]), dtype))
+        return ("softmax", *validated("softmax", (rows, shape[-1]), dtype))
     if ("rotary" in low or "rope" in low) and len(shape) == 4 and {"cos", "sin"} <= set(buffers):
         b, t, h, d = shape
         if list(buffers["cos"]) != [t, d // 2]:
             return "rotary", None, "cos/sin buffers are not (seq, head_dim/2)"
-        return ("rotary", *_validated("rotary", (b * t, h, d), dtype))
+        return ("rotary", *validated("rotary", (b * t, h, d), dtype))
     return None
 
 
@@ -166,15 +192,15 @@ def _matmul_from_aten(frame) -> tuple[Problem | None, str]:
         if name == "aten::linear":
             x, w = dims[0], dims[1]
             bias = len(dims) > 2 and len(dims[2]) == 1
-            return _validated(
+            return validated(
                 "matmul", (math.prod(x[:-1]), w[0], x[-1]), dtype, "NT+bias" if bias else "NT"
             )
         if name == "aten::addmm":
             a, b = dims[1], dims[2]
-            return _validated("matmul", (a[0], b[1], a[1]), dtype, "NN+bias")
+            return validated("matmul", (a[0], b[1], a[1]), dtype, "NN+bias")
         if name in ("aten::mm", "aten::matmul") and len(dims[1]) == 2:
             a, b = dims[0], dims[1]
-            return _validated("matmul", (math.prod(a[:-1]), b[1], a[-1]), dtype, "NN")
+            return validated("matmul", (math.prod(a[:-1]), b[1], a[-1]), dtype, "NN")
     except (IndexError, TypeError):
         pass
     return None, "shape not recorded"
@@ -185,7 +211,7 @@ def _rowwise_from_aten(op: str, frame) -> tuple[Problem | None, str]:
         return None, "shape not recorded"
     x = tuple(frame.input_dims[0])
     dtype = _dtype(frame.input_types[0]) if frame.input_types else None
-    return _validated(op, (math.prod(x[:-1]) if len(x) > 1 else 1, x[-1]), dtype)
+    return validated(op, (math.prod(x[:-1]) if len(x) > 1 else 1, x[-1]), dtype)
 
 
 def classify(
@@ -251,3 +277,90 @@ def group_records(
     for g in groups.values():
         g.share = g.time_us / total
     return sorted(groups.values(), key=lambda g: -g.time_us)
+
+
+FUSIONS = ("swiglu_gate", "qkv_rotary")
+
+
+def _signature(problem: Mapping) -> tuple:
+    """A GEMM's identity whatever the layout its launcher used: (M, N, K, dtype, bias).
+    Eager Linear layers profile as NT; under torch.compile the same GEMM is an NN aten::mm
+    on a transposed view of the weight."""
+    return (*problem["shape"], problem["dtype"], "+bias" in problem.get("layout", ""))
+
+
+def plan_groups(groups: list[Mapping], sites: list[Mapping]) -> list[dict]:
+    """The profile's groups (ProblemGroup.to_dict()s) as the Amdahl plan should see them: the
+    time of the Linear layers a fusion site computes (sites.py: swiglu_gate, qkv_rotary)
+    moves from their matmul groups to a group of the fusion's problem, one call per site;
+    the rest of each matmul group stays a matmul problem keyed as the Linear layers are.
+    A matmul group's time is split evenly over the Linear calls of its shape; attention's
+    (a model with decode_attention sites) evenly over those sites. The fused
+    elementwise work a fusion also removes (silu-times, rotary) stays where it was: the
+    fusion's share is a lower bound."""
+    linears: dict[tuple, list[str]] = {}  # signature -> Linear problem key per call
+    problems: dict[str, dict] = {}
+    for site in sites:
+        if site["kind"] == "matmul":
+            linears.setdefault(_signature(site["problem"]), []).append(site["key"])
+            problems[site["key"]] = site["problem"]
+    decode = [s for s in sites if s["kind"] == "decode_attention"]
+    out: list[dict] = []
+    per_call: dict[tuple, float] = {}
+    attention_us = 0.0
+    for g in groups:
+        problem = g.get("problem")
+        if g.get("op") == "matmul" and problem and _signature(problem) in linears:
+            sig = _signature(problem)
+            per_call[sig] = per_call.get(sig, 0.0) + g["time_us"] / len(linears[sig])
+        elif g.get("op") == "attention" and not problem and decode:
+            attention_us += g["time_us"]  # split evenly over the decode_attention sites below
+        else:
+            out.append(dict(g))
+    for site in decode:
+        group = next((x for x in out if x["label"] == site["key"]), None)
+        if group is None:
+            group = {"op": site["kind"], "label": site["key"], "problem": site["problem"],
+                     "time_us": 0.0, "calls": 0.0, "kernels": [], "how": "attention",
+                     "note": "scaled_dot_product_attention with a KV cache"}  # fmt: skip
+            out.append(group)
+        group["time_us"] += attention_us / len(decode)
+        group["calls"] += 1
+    left = {sig: len(keys) for sig, keys in linears.items() if sig in per_call}
+    fused: dict[str, dict] = {}
+    for site in sites:
+        if site["kind"] not in FUSIONS:
+            continue
+        sigs = [_signature(problems[k]) for k in site["covers"] if k in problems]
+        if len(sigs) != len(site["covers"]) or any(left.get(s, 0) < 1 for s in sigs):
+            continue
+        group = fused.setdefault(
+            site["key"],
+            {"op": site["kind"], "label": site["key"], "problem": site["problem"],
+             "time_us": 0.0, "calls": 0.0, "kernels": [], "how": "fusion",
+             "note": "computes " + " + ".join(site["covers"])},
+        )  # fmt: skip
+        group["time_us"] += sum(per_call[s] for s in sigs)
+        group["calls"] += 1
+        for s in sigs:
+            left[s] -= 1
+    out += fused.values()
+    for sig, count in left.items():
+        if count > 0:
+            key = linears[sig][0]
+            out.append(
+                {
+                    "op": "matmul",
+                    "label": key,
+                    "problem": problems[key],
+                    "time_us": per_call[sig] * count,
+                    "calls": float(count),
+                    "kernels": [],
+                    "how": "module",
+                    "note": "",
+                }  # fmt: skip
+            )
+    total = sum(g["time_us"] for g in out) or 1.0
+    for g in out:
+        g["share"] = g["time_us"] / total
+    return sorted(out, key=lambda g: -g["time_us"])

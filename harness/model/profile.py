@@ -11,14 +11,52 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness.config import Limits
-from harness.model_classify import ProblemGroup, group_records
-from harness.model_sandbox import (
+from harness.model.classify import ProblemGroup, group_records, plan_groups
+from harness.model.sandbox import (
     MODEL_LIMITS,
     ModelFailure,
     default_device,
     run_model_phase,
 )
-from harness.model_trace import record_from_dict
+from harness.model.trace import record_from_dict
+
+
+@dataclass
+class CompiledProfile:
+    """torch.compile(model) (default mode): its compile time and the kernels it runs."""
+
+    ok: bool
+    compile_s: float | None = None
+    forward_wall_us: float | None = None
+    total_us: float = 0.0  # kernel time per step
+    groups: list[ProblemGroup] = field(default_factory=list)
+    error: str = ""
+
+    def to_dict(self) -> dict:
+        return {
+            "ok": self.ok,
+            "compile_s": self.compile_s,
+            "forward_wall_us": self.forward_wall_us,
+            "total_us": self.total_us,
+            "groups": [g.to_dict() for g in self.groups],
+            "error": self.error,
+        }
+
+
+def _compiled(r: dict | None) -> CompiledProfile | None:
+    if r is None:
+        return None
+    if not r.get("ok"):
+        return CompiledProfile(False, error=r.get("error", "")[-3000:])
+    records = [record_from_dict(d) for d in r["records"]]
+    groups = group_records(records, {}, r["steps"])
+    return CompiledProfile(
+        True,
+        compile_s=r["compile_s"],
+        forward_wall_us=r["forward_wall_us"],
+        total_us=sum(g.time_us for g in groups),
+        groups=groups,
+    )
 
 
 @dataclass
@@ -36,6 +74,19 @@ class ModelProfile:
     message: str = ""
     isolation: dict = field(default_factory=dict)
     modules: dict = field(default_factory=dict)  # module path -> call info (model_child)
+    sites: list[dict] = field(default_factory=list)  # sites.Site.to_dict(): where ops can go
+    compiled: CompiledProfile | None = None  # the same model under torch.compile (GPU)
+
+    @property
+    def basis(self) -> str:
+        """What the plan is made from: the compiled model's kernels when it compiled (what a
+        team that compiles would still spend time on), else the eager model's."""
+        return "torch.compile" if self.compiled and self.compiled.ok else "eager"
+
+    def plan_groups(self) -> list[dict]:
+        """Groups for the Amdahl plan: the basis's groups, Linear time moved to fusions."""
+        groups = self.compiled.groups if self.basis == "torch.compile" else self.groups
+        return plan_groups([g.to_dict() for g in groups], self.sites)
 
     @property
     def gpu_busy(self) -> float | None:
@@ -66,6 +117,9 @@ class ModelProfile:
             "message": self.message,
             "isolation": self.isolation,
             "modules": self.modules,
+            "sites": self.sites,
+            "compiled": self.compiled.to_dict() if self.compiled else None,
+            "basis": self.basis,
         }
 
 
@@ -78,11 +132,17 @@ def profile_model(
     warmup: int = 3,
     seed: int = 0,
     trace_to: str | None = None,
+    compiled: bool | None = None,
+    compile_threads: int = 1,
 ) -> ModelProfile:
     """Profile `source` (a KernelBench-convention file) in the sandbox; never raises for the
-    model's own failures: they come back as `failure` + `message`."""
+    model's own failures: they come back as `failure` + `message`. compiled: also compile and
+    profile it (default: on a GPU only; a CPU compile takes minutes)."""
     device = device or default_device()
     job = {"steps": steps, "warmup": warmup, "seed": seed, "keep_trace": bool(trace_to)}
+    if compiled is not None:
+        job["compiled"] = compiled
+    job["compile_threads"] = compile_threads
     outcome = run_model_phase(
         "model_profile",
         source,
@@ -122,4 +182,6 @@ def profile_model(
         groups=groups,
         isolation=outcome.isolation,
         modules=r["modules"],
+        sites=r.get("sites", []),
+        compiled=_compiled(r.get("compiled")),
     )

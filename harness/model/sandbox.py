@@ -8,6 +8,7 @@ folder, SIGKILL at the wall-clock limit), never in the calling process (a Celery
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import shutil
 import signal
@@ -18,7 +19,12 @@ from pathlib import Path
 from harness.config import Limits
 from harness.sandbox import ChildStatus, run_child
 
-MODEL_LIMITS = Limits(wall_s=300.0, memory_bytes=16 * 2**30, max_file_bytes=2 * 2**30)
+# pids: Inductor's compile workers and their threads count against the cgroup's pids.max.
+MODEL_LIMITS = Limits(
+    wall_s=300.0, memory_bytes=16 * 2**30, max_file_bytes=2 * 2**30, max_pids=2048
+)
+# The end-to-end check compiles the model four ways (max-autotune among them) before timing.
+MODEL_VERIFY_LIMITS = dataclasses.replace(MODEL_LIMITS, wall_s=900.0)
 
 
 class ModelFailure(enum.StrEnum):
@@ -61,6 +67,11 @@ def default_device() -> str:
     return "cuda" if gpu_visible() else "cpu"
 
 
+def child_env(device: str) -> dict[str, str]:
+    """Without a GPU, Triton kernels (winners, screened points) run in its interpreter."""
+    return {} if device == "cuda" else {"TRITON_INTERPRET": "1"}
+
+
 def run_model_phase(
     phase: str,
     source: str,
@@ -85,7 +96,9 @@ def run_model_phase(
             "device": device,
             "gpu_memory_bytes": limits.memory_bytes,
         }
-        child = run_child(phase, job, workdir, limits=limits, cuda=device == "cuda")
+        child = run_child(
+            phase, job, workdir, limits=limits, cuda=device == "cuda", env_extra=child_env(device)
+        )
         for name, dest in (keep or {}).items():
             src = Path(workdir) / name
             if src.exists():

@@ -1,0 +1,618 @@
+"""Where a kernels/ op can stand in for part of a model, found in the graphs torch.compile's
+front end (Dynamo) captures, and the rewrite that puts the op there.
+
+Dynamo hands a backend each captured graph as torch-level FX (`torch._C._nn.linear`,
+`F.silu`, `operator.mul`, ...) with the model's parameters and buffers as placeholders and
+every node's module call in `meta["nn_module_stack"]` (a module called twice gets two keys,
+`...@1`). On that graph a site is one of:
+
+    matmul       a Linear layer: linear(x, W[, b]) with W a parameter
+    swiglu_gate  silu(linear(x, Wg)) * linear(x, Wu): a SwiGLU MLP's gate and up
+    qkv_rotary   three bias-free linears of one x whose outputs are viewed as heads, two of
+                 them (q, k) then passed through one rotary module call each
+    decode_attention  scaled_dot_product_attention of T queries against S >= T keys whose
+                 mask is the model's own bool buffer (or a slice of one) that is causal from
+                 the end (checked by value when the graph is captured), or no mask and T = 1
+    module       one call of a module model_classify knows as an op (RMSNorm, rotary,
+                 LayerNorm, Softmax): its nodes, one activation in, one tensor out
+
+Each site names the problem it computes (Problem.key, as the profile's groups do) and the
+Linear layers it covers. rewrite() replaces the sites that have a kernel with a call of that
+kernel's custom op (harness.model.ops), fusions before the single layers they contain; the
+rewritten graph runs as is (eager) or goes on to Inductor, which fuses around the ops.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import fx
+
+from harness.model.classify import describe, problem_for_module, validated
+from kernels.problem import Problem
+
+LINEAR = {torch._C._nn.linear, F.linear}
+SILU = {F.silu, torch._C._nn.silu, torch.ops.aten.silu.default}
+MUL = {operator.mul, torch.mul, torch.Tensor.mul}
+RESHAPE_METHODS = {"view", "reshape"}
+RESHAPE_FNS = {torch.reshape}
+SDPA = {torch._C._nn.scaled_dot_product_attention, F.scaled_dot_product_attention}
+
+
+@dataclass
+class Site:
+    kind: str  # matmul | swiglu_gate | qkv_rotary | decode_attention | module
+    problem: Problem
+    where: tuple[str, ...]  # module paths, for people
+    covers: tuple[str, ...] = ()  # matmul keys of the Linear layers this computes
+    # Graph plumbing (not serialized): the op's inputs in kernels/ order (nodes, or tensors
+    # that become constants of the graph), the nodes whose values the op's result replaces,
+    # every node the site takes over, and how to call the op on the inputs' values.
+    inputs: tuple = ()
+    outputs: tuple = ()
+    nodes: frozenset = frozenset()
+    call: Callable | None = None  # (op, *input values) -> one value per output
+
+    @property
+    def key(self) -> str:
+        return self.problem.key
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "key": self.key,
+            "problem": self.problem.to_dict(),
+            "where": list(self.where),
+            "covers": list(self.covers),
+        }
+
+
+@dataclass
+class _Graph:
+    """One captured graph with what the site finders need to know about its nodes."""
+
+    gm: fx.GraphModule
+    model: torch.nn.Module
+    tensors: dict[fx.Node, Any] = field(default_factory=dict)  # placeholder -> example input
+
+    def owned(self, value) -> bool:
+        """A parameter or buffer of the model (not an activation)."""
+        ids = {id(t) for t in [*self.model.parameters(), *self.model.buffers()]}
+        return isinstance(value, torch.Tensor) and id(value) in ids
+
+    def constant(self, node) -> Any:
+        """The real value of a node computed only from the model's own tensors and constants
+        (a buffer, or a slice of one), else None."""
+        if not isinstance(node, fx.Node):
+            return node
+        if node.op == "placeholder":
+            value = self.tensors.get(node)
+            return value if self.owned(value) else None
+        if node.op == "get_attr":
+            return _attr(self.gm, node.target)
+        if node.op == "call_function" and node.target is operator.getitem:
+            base, index = self.constant(node.args[0]), node.args[1]
+            if base is None or _has_node(index):
+                return None
+            return base[index]
+        return None
+
+    def value(self, node) -> Any:
+        if not isinstance(node, fx.Node):
+            return None
+        if node in self.tensors:
+            return self.tensors[node]
+        return node.meta.get("example_value", node.meta.get("val"))
+
+    def parameter(self, node) -> torch.Tensor | None:
+        """The model parameter a node is (a placeholder Dynamo lifted, or a get_attr)."""
+        if not isinstance(node, fx.Node):
+            return None
+        if node.op == "get_attr":
+            value = _attr(self.gm, node.target)
+            return value if isinstance(value, torch.nn.Parameter) else None
+        value = self.tensors.get(node)
+        return value if isinstance(value, torch.nn.Parameter) else None
+
+    def shape(self, node) -> tuple[int, ...] | None:
+        """A static shape (None for symbolic sizes or non-tensors)."""
+        value = self.value(node)
+        if not isinstance(value, torch.Tensor):
+            return None
+        try:
+            return tuple(int(s) for s in value.shape)
+        except (TypeError, ValueError):  # SymInt without a hint
+            return None
+
+
+def _has_node(value) -> bool:
+    if isinstance(value, fx.Node):
+        return True
+    if isinstance(value, tuple | list):
+        return any(_has_node(v) for v in value)
+    if isinstance(value, slice):
+        return any(_has_node(v) for v in (value.start, value.stop, value.step))
+    return False
+
+
+def _attr(root, target: str):
+    for part in target.split("."):
+        root = getattr(root, part, None)
+    return root
+
+
+def module_path(stack_path: str) -> str:
+    """nn_module_stack's path ("L['self'].layers[0].attn") as named_modules names it."""
+    path = re.sub(r"^L\['self'\]\.?", "", stack_path)
+    path = re.sub(r"\._modules\['([^']+)'\]", r".\1", path)
+    path = re.sub(r"\[(\d+)\]|\['([^']+)'\]", lambda m: "." + (m.group(1) or m.group(2)), path)
+    return path.strip(".")
+
+
+def _module_call(node: fx.Node) -> tuple[str, str] | None:
+    """(call key, module path) of the innermost module call a node belongs to."""
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return None
+    key, (path, _cls) = list(stack.items())[-1]
+    return key, module_path(path)
+
+
+def _is(node, fns: set, methods: Iterable[str] = ()) -> bool:
+    if not isinstance(node, fx.Node):
+        return False
+    if node.op == "call_function":
+        return node.target in fns
+    return node.op == "call_method" and node.target in methods
+
+
+def _only_user(node: fx.Node) -> fx.Node | None:
+    users = list(node.users)
+    return users[0] if len(users) == 1 else None
+
+
+def _dtype_name(value: torch.Tensor) -> str:
+    from harness.model.classify import DTYPE_NAMES
+
+    return DTYPE_NAMES.get(str(value.dtype).removeprefix("torch."), "")
+
+
+# ------------------------------------------------------------------ calling the ops
+
+
+def _rows(x: torch.Tensor) -> torch.Tensor:
+    return x.reshape(-1, x.shape[-1]).contiguous()
+
+
+def _call_matmul(op, x, w, bias=None):
+    inputs = [_rows(x), w] if bias is None else [_rows(x), w, bias]
+    return (op(inputs).view(*x.shape[:-1], w.shape[0]),)
+
+
+def _call_swiglu_gate(op, x, w_gate, w_up):
+    return (op([_rows(x), w_gate, w_up]).view(*x.shape[:-1], w_gate.shape[0]),)
+
+
+def _qkv_call(q_shape, k_shape, v_shape):
+    """The qkv_rotary call for one site: q and k as the rotary modules returned them (views of
+    the op's output, heads last), v as its linear returned it."""
+    hq = math.prod(q_shape[2:])
+    hk = math.prod(k_shape[2:])
+
+    def call(op, x, w_q, w_k, w_v, cos, sin):
+        out = op([_rows(x), w_q, w_k, w_v, cos, sin])
+        q = out[:, :hq].view(q_shape)
+        k = out[:, hq : hq + hk].view(k_shape)
+        v = out[:, hq + hk :].view(v_shape)
+        return q, k, v
+
+    return call
+
+
+def _call_decode_attention(op, q, k, v):
+    inputs = [t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v)]
+    return (op(inputs),)
+
+
+def _module_call_fn(op_name: str, out_shape: tuple[int, ...]):
+    def call(op, x, *rest):
+        if op_name == "rotary":
+            b_t = math.prod(x.shape[:-2])
+            rows = x.reshape(b_t, *x.shape[-2:]).contiguous()
+        else:
+            rows = _rows(x)
+        return (op([rows, *rest]).view(out_shape),)
+
+    return call
+
+
+# ------------------------------------------------------------------ finding sites
+
+
+def _linears(g: _Graph) -> list[tuple[fx.Node, fx.Node, fx.Node | None, Problem]]:
+    """(node, x, bias, matmul problem) of every linear whose weight is a parameter."""
+    found = []
+    for node in g.gm.graph.nodes:
+        if not _is(node, LINEAR):
+            continue
+        x = node.args[0]
+        w = node.args[1] if len(node.args) > 1 else node.kwargs.get("weight")
+        bias = node.args[2] if len(node.args) > 2 else node.kwargs.get("bias")
+        weight = g.parameter(w)
+        xs, xv = g.shape(x), g.value(x)
+        if weight is None or weight.dim() != 2 or xs is None or not xs:
+            continue
+        if bias is not None and (g.parameter(bias) is None or g.parameter(bias).dim() != 1):
+            continue
+        n, k = weight.shape
+        layout = "NT+bias" if bias is not None else "NT"
+        problem, _ = validated("matmul", (math.prod(xs[:-1]), n, k), _dtype_name(xv), layout)
+        if problem is not None:
+            found.append((node, x, bias, problem))
+    return found
+
+
+def _where(node: fx.Node) -> str:
+    call = _module_call(node)
+    return call[1] if call else ""
+
+
+def _matmul_sites(linears) -> list[Site]:
+    sites = []
+    for node, x, bias, problem in linears:
+        w = node.args[1] if len(node.args) > 1 else node.kwargs["weight"]
+        inputs = (x, w) if bias is None else (x, w, bias)
+        sites.append(
+            Site(
+                "matmul",
+                problem,
+                (_where(node),),
+                (problem.key,),
+                inputs,
+                (node,),
+                frozenset({node}),
+                _call_matmul,
+            )
+        )
+    return sites
+
+
+def _swiglu_sites(g: _Graph, linears) -> list[Site]:
+    plain = {node: (x, problem) for node, x, bias, problem in linears if bias is None}
+    sites = []
+    for node in g.gm.graph.nodes:
+        if not _is(node, MUL, ("mul",)) or len(node.args) != 2:
+            continue
+        a, b = node.args
+        for silu, up in ((a, b), (b, a)):
+            if not (_is(silu, SILU, ("silu",)) and up in plain and _only_user(up) is node):
+                continue
+            gate = silu.args[0]
+            if gate not in plain or _only_user(gate) is not silu or _only_user(silu) is not node:
+                continue
+            (xg, pg), (xu, pu) = plain[gate], plain[up]
+            if xg is not xu or pg.shape != pu.shape or pg.dtype != pu.dtype:
+                continue
+            problem, _ = validated("swiglu_gate", pg.shape, pg.dtype)
+            if problem is None:
+                continue
+            sites.append(
+                Site(
+                    "swiglu_gate",
+                    problem,
+                    (_where(gate), _where(up)),
+                    (pg.key, pu.key),
+                    (xg, gate.args[1], up.args[1]),
+                    (node,),
+                    frozenset({node, silu, gate, up}),
+                    _call_swiglu_gate,
+                )
+            )
+            break
+    return sites
+
+
+def _module_regions(g: _Graph) -> dict[str, tuple[str, list[fx.Node]]]:
+    """call key -> (module path, its nodes in graph order), innermost module calls only."""
+    regions: dict[str, tuple[str, list[fx.Node]]] = {}
+    for node in g.gm.graph.nodes:
+        if node.op not in ("call_function", "call_method"):
+            continue
+        call = _module_call(node)
+        if call is not None:
+            regions.setdefault(call[0], (call[1], []))[1].append(node)
+    return regions
+
+
+@dataclass
+class _Region:
+    path: str
+    module: torch.nn.Module
+    op: str
+    problem: Problem | None
+    x: fx.Node  # the one activation that enters
+    out: fx.Node  # the one node used outside
+    nodes: frozenset
+    own: dict[str, fx.Node]  # the module's own parameters/buffers used, by name
+
+
+def _region(g: _Graph, path: str, nodes: list[fx.Node]) -> _Region | None:
+    try:
+        module = g.model.get_submodule(path)
+    except AttributeError:
+        return None
+    members = frozenset(nodes)
+    own_tensors = {
+        id(t): name
+        for name, t in [
+            *module.named_parameters(recurse=False),
+            *module.named_buffers(recurse=False),
+        ]
+    }
+    entering: list[fx.Node] = []
+    own: dict[str, fx.Node] = {}
+    for node in nodes:
+        for arg in node.all_input_nodes:
+            if arg in members:
+                continue
+            value = g.value(arg)
+            name = own_tensors.get(id(value)) if arg.op in ("placeholder", "get_attr") else None
+            if name is not None:
+                own[name] = arg
+            elif arg not in entering:
+                entering.append(arg)
+    leaving = [n for n in nodes if any(u not in members for u in n.users)]
+    if len(entering) != 1 or len(leaving) != 1:
+        return None
+    x_value = g.value(entering[0])
+    if not isinstance(x_value, torch.Tensor) or g.shape(entering[0]) is None:
+        return None
+    found = problem_for_module(describe(module, x_value))
+    if found is None:
+        return None
+    op, problem, _note = found
+    return _Region(path, module, op, problem, entering[0], leaving[0], members, own)
+
+
+def _per_token(table: torch.Tensor, batch: int) -> torch.Tensor:
+    """A rotary module's (seq, D/2) table as the ops' per-token (batch*seq, D/2) rows."""
+    return table if batch == 1 else table.repeat(batch, 1)
+
+
+def _rotary_tables(g: _Graph, region: _Region, batch: int) -> tuple | None:
+    cos, sin = getattr(region.module, "cos", None), getattr(region.module, "sin", None)
+    if not isinstance(cos, torch.Tensor) or not isinstance(sin, torch.Tensor):
+        return None
+    if batch == 1 and {"cos", "sin"} <= set(region.own):
+        return region.own["cos"], region.own["sin"]
+    return _per_token(cos, batch).contiguous(), _per_token(sin, batch).contiguous()
+
+
+def _module_sites(g: _Graph, regions: list[_Region]) -> list[Site]:
+    sites = []
+    for r in regions:
+        if r.problem is None or r.op not in ("rmsnorm", "layernorm", "softmax", "rotary"):
+            continue
+        out_shape = g.shape(r.out)
+        if out_shape is None:
+            continue
+        if r.op == "rotary":
+            xs = g.shape(r.x)
+            tables = _rotary_tables(g, r, math.prod(xs[:-3]) if len(xs) > 3 else 1)
+            if tables is None:
+                continue
+            inputs = (r.x, *tables)
+        else:
+            names = {"rmsnorm": ("weight",), "layernorm": ("weight", "bias"), "softmax": ()}
+            if not set(names[r.op]) <= set(r.own):
+                continue
+            inputs = (r.x, *(r.own[n] for n in names[r.op]))
+        sites.append(
+            Site(
+                "module",
+                r.problem,
+                (r.path,),
+                (),
+                inputs,
+                (r.out,),
+                r.nodes,
+                _module_call_fn(r.op, out_shape),
+            )
+        )
+    return sites
+
+
+def _qkv_sites(g: _Graph, linears, regions: list[_Region]) -> list[Site]:
+    rotary_by_input = {r.x: r for r in regions if r.op == "rotary" and r.problem is not None}
+    by_x: dict[fx.Node, list] = {}
+    for node, x, bias, problem in linears:
+        if bias is None:
+            by_x.setdefault(x, []).append((node, problem))
+    sites = []
+    for x, group in by_x.items():
+        heads, plain = [], []  # (linear, view, region): rotated; (linear, view): not
+        for lin, problem in group:
+            view = _only_user(lin)
+            shape = g.shape(view) if _is(view, RESHAPE_FNS, RESHAPE_METHODS) else None
+            if shape is None or len(shape) < 3:
+                continue
+            region = rotary_by_input.get(view)
+            if region is not None and all(u in region.nodes for u in view.users):
+                heads.append((lin, view, region, problem))
+            elif region is None:
+                plain.append((lin, view, problem))
+        if len(heads) != 2:
+            continue
+        # q has at least as many heads as k (grouped-query attention); v is shaped like k.
+        heads.sort(key=lambda h: -h[3].shape[1])
+        (q_lin, q_view, q_rot, pq), (k_lin, k_view, k_rot, pk) = heads
+        d = g.shape(q_view)[-1]
+        vs = [p for p in plain if p[2].shape == pk.shape and g.shape(p[1])[-1] == d]
+        if len(vs) != 1 or g.shape(k_view)[-1] != d or d % 2:
+            continue
+        v_lin, _v_view, pv = vs[0]
+        same_tables = q_rot.module is k_rot.module or (
+            torch.equal(q_rot.module.cos, k_rot.module.cos)
+            and torch.equal(q_rot.module.sin, k_rot.module.sin)
+        )
+        m, n_q, k = pq.shape
+        seq = q_rot.module.cos.shape[0]
+        if not same_tables or m % seq:
+            continue
+        tables = _rotary_tables(g, q_rot, m // seq)
+        problem, _ = validated("qkv_rotary", (m, n_q // d, pk.shape[1] // d, d, k), pq.dtype)
+        if tables is None or problem is None:
+            continue
+        q_shape, k_shape = g.shape(q_rot.out), g.shape(k_rot.out)
+        if q_shape is None or k_shape is None:
+            continue
+        sites.append(
+            Site(
+                "qkv_rotary",
+                problem,
+                (_where(q_lin), _where(k_lin), _where(v_lin)),
+                (pq.key, pk.key, pv.key),
+                (x, q_lin.args[1], k_lin.args[1], v_lin.args[1], *tables),
+                (q_rot.out, k_rot.out, v_lin),
+                frozenset({q_lin, k_lin, v_lin, q_view, k_view}) | q_rot.nodes | k_rot.nodes,
+                _qkv_call(q_shape, k_shape, g.shape(v_lin)),
+            )
+        )
+    return sites
+
+
+def _arg(node: fx.Node, index: int, name: str, default=None):
+    if len(node.args) > index:
+        return node.args[index]
+    return node.kwargs.get(name, default)
+
+
+def _decode_attention_sites(g: _Graph) -> list[Site]:
+    from kernels.ops.decode_attention.op import causal_from_end
+
+    sites = []
+    for node in g.gm.graph.nodes:
+        if not _is(node, SDPA):
+            continue
+        q, k, v = (_arg(node, i, n) for i, n in enumerate(("query", "key", "value")))
+        mask = _arg(node, 3, "attn_mask")
+        plain = (
+            _arg(node, 4, "dropout_p", 0.0) == 0.0
+            and _arg(node, 5, "is_causal", False) is False
+            and node.kwargs.get("scale") is None
+            and not node.kwargs.get("enable_gqa", False)
+        )
+        qs, ks, vs = g.shape(q), g.shape(k), g.shape(v)
+        if not plain or qs is None or ks is None or ks != vs or len(qs) != 4 or len(ks) != 4:
+            continue
+        (b, h, t, d), s_keys = qs, ks[2]
+        if ks[:2] != (b, h) or ks[3] != d or t > s_keys:
+            continue
+        if mask is None:
+            if t != 1:
+                continue
+        else:
+            value = g.constant(mask)
+            if not isinstance(value, torch.Tensor) or value.dtype != torch.bool:
+                continue
+            if value.dim() < 2 or value.shape[-2:] != (t, s_keys) or value.numel() != t * s_keys:
+                continue
+            if not torch.equal(value.reshape(t, s_keys).cpu(), causal_from_end(t, s_keys)):
+                continue
+        problem, _ = validated("decode_attention", (b, h, t, s_keys, d), _dtype_name(g.value(q)))
+        if problem is None:
+            continue
+        sites.append(
+            Site(
+                "decode_attention",
+                problem,
+                (_where(node),),
+                (),
+                (q, k, v),
+                (node,),
+                frozenset({node}),
+                _call_decode_attention,
+            )
+        )
+    return sites
+
+
+def find_sites(gm: fx.GraphModule, example_inputs, model: torch.nn.Module) -> list[Site]:
+    """Every site in one captured graph; fusions first, then single layers and modules."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    g = _Graph(gm, model, dict(zip(placeholders, example_inputs, strict=False)))
+    linears = _linears(g)
+    regions = [
+        r
+        for path, nodes in _module_regions(g).values()
+        if (r := _region(g, path, nodes)) is not None
+    ]
+    return [
+        *_swiglu_sites(g, linears),
+        *_qkv_sites(g, linears, regions),
+        *_decode_attention_sites(g),
+        *_matmul_sites(linears),
+        *_module_sites(g, regions),
+    ]
+
+
+# ------------------------------------------------------------------ rewriting
+
+
+def rewrite(gm: fx.GraphModule, sites: list[Site], ops: Mapping[str, Callable]) -> list[Site]:
+    """Replace each site whose problem key has an op in `ops`, in order, skipping sites whose
+    nodes an earlier one took; returns the sites replaced. Recompiles `gm`."""
+    graph = gm.graph
+    taken: set[fx.Node] = set()
+    done: list[Site] = []
+    now: dict[fx.Node, fx.Node] = {}  # a replaced output -> the node that holds its value
+    for i, site in enumerate(sites):
+        op = ops.get(site.key)
+        if op is None or site.call is None or site.nodes & taken:
+            continue
+        args = []
+        for j, value in enumerate(site.inputs):
+            if isinstance(value, torch.Tensor):  # a constant the op needs (rotary tables)
+                name = f"_kf_const_{i}_{j}"
+                gm.register_buffer(name, value, persistent=False)
+                with graph.inserting_before(_first(graph, site.nodes)):
+                    value = graph.get_attr(name)
+            args.append(now.get(value, value) if isinstance(value, fx.Node) else value)
+
+        def call(*values, _op=op, _site=site):
+            return _site.call(_op, *values)
+
+        call.__name__ = f"kf_{site.kind}_{i}"
+        last = _last(graph, site.nodes)
+        with graph.inserting_after(last):
+            result = graph.call_function(call, tuple(args))
+        anchor = result
+        for k, old in enumerate(site.outputs):
+            with graph.inserting_after(anchor):
+                new = graph.call_function(operator.getitem, (result, k))
+            old.replace_all_uses_with(new)
+            now[old] = new
+            anchor = new
+        for node in reversed([n for n in graph.nodes if n in site.nodes]):
+            if not node.users:
+                graph.erase_node(node)
+        taken |= site.nodes
+        done.append(site)
+    graph.lint()
+    gm.recompile()
+    return done
+
+
+def _first(graph: fx.Graph, nodes) -> fx.Node:
+    return next(n for n in graph.nodes if n in nodes)
+
+
+def _last(graph: fx.Graph, nodes) -> fx.Node:
+    return [n for n in graph.nodes if n in nodes][-1]

@@ -1,0 +1,168 @@
+"""verify_model(source, winners) -> EndToEnd: the model run every way a user could run it, with
+and without the winning kernels, each output checked against eager PyTorch's and all of them
+timed interleaved in one sandboxed process (model_child.verify).
+
+Baselines: eager, CUDA graphs, torch.compile (default; max-autotune-no-cudagraphs) and
+torch.compile + CUDA graphs, each with its compile time. Ours: the kernels substituted
+(substitute.py: a Dynamo backend that rewrites the captured graphs to call the kernels'
+custom ops), run eager, as CUDA graphs, compiled by Inductor around the kernels, and both.
+The headline is the best way with the kernels against the best baseline, back to back
+(OFFLINE); one call at a time (SERVER) is timed too. Only a speedup whose 95 % interval is
+above 1 counts as faster: otherwise the model runs unchanged and nothing is shipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.config import Limits
+from harness.model.sandbox import (
+    MODEL_VERIFY_LIMITS,
+    ModelFailure,
+    default_device,
+    run_model_phase,
+)
+from kernels.problem import Problem
+
+
+@dataclass(frozen=True)
+class Winner:
+    problem_key: str  # kernels.Problem.key the kernel was verified on
+    source: str  # the candidate module: run(*inputs, out)
+
+    @property
+    def problem(self) -> Problem:
+        op, dims, dtype, *layout = self.problem_key.split("/", 3)
+        shape = tuple(int(d) for d in dims.split("x"))
+        return Problem(op, shape, dtype, layout[0] if layout else "")
+
+
+@dataclass
+class EndToEnd:
+    ok: bool  # the check ran and the best way with the kernels gives matching outputs
+    device: str = ""
+    device_name: str = ""
+    # name -> {side: baseline|ours, label, ok, compile_s, compare, error, offline, server}
+    variants: dict = field(default_factory=dict)
+    best_baseline: str | None = None
+    best_ours: str | None = None
+    baseline_us: float | None = None  # median forward, best baseline (OFFLINE)
+    ours_us: float | None = None  # median forward, best way with the kernels
+    speedup: float | None = None  # baseline_us / ours_us
+    speedup_ci: tuple[float, float] | None = None  # bootstrap 95 % interval
+    hits: dict[str, int] = field(default_factory=dict)  # problem key -> kernel calls per forward
+    unused: list[str] = field(default_factory=list)  # winners no site of the model used
+    replaced: list[dict] = field(default_factory=list)  # the sites that call a kernel
+    regime: str = ""
+    failure: ModelFailure | None = None
+    message: str = ""
+
+    @property
+    def faster(self) -> bool:
+        """Verified faster than the best baseline beyond noise: the only case that ships."""
+        return bool(self.ok and self.speedup_ci and self.speedup_ci[0] > 1.0)
+
+    @property
+    def outputs_match(self) -> bool:
+        return self.ok
+
+    def to_dict(self) -> dict:
+        return {
+            "ok": self.ok,
+            "faster": self.faster,
+            "device": self.device,
+            "device_name": self.device_name,
+            "variants": self.variants,
+            "best_baseline": self.best_baseline,
+            "best_ours": self.best_ours,
+            "baseline_us": self.baseline_us,
+            "ours_us": self.ours_us,
+            "speedup": self.speedup,
+            "speedup_ci": list(self.speedup_ci) if self.speedup_ci else None,
+            "hits": self.hits,
+            "unused": self.unused,
+            "replaced": self.replaced,
+            "regime": self.regime,
+            "failure": self.failure.value if self.failure else None,
+            "message": self.message,
+        }
+
+
+def verify_model(
+    source: str,
+    winners: list[Winner],
+    *,
+    device: str | None = None,
+    limits: Limits = MODEL_VERIFY_LIMITS,
+    seed: int = 0,
+    max_samples: int = 50,
+    compile: bool | None = None,
+    max_autotune: bool | None = None,
+    compile_threads: int = 1,
+) -> EndToEnd:
+    """compile: time the torch.compile variants (default: on a GPU only; a CPU compile takes
+    minutes). max_autotune adds the max-autotune-no-cudagraphs baseline (slow to compile;
+    default: on a GPU)."""
+    device = device or default_device()
+    job = {
+        "seed": seed,
+        "substitutions": [
+            {"key": w.problem_key, "problem": w.problem.to_dict(), "source": w.source}
+            for w in winners
+        ],
+        "max_samples": max_samples,
+        "min_samples": min(10, max_samples),
+        "compile": device == "cuda" if compile is None else compile,
+        "max_autotune": device == "cuda" if max_autotune is None else max_autotune,
+        "compile_threads": compile_threads,
+    }
+    outcome = run_model_phase("model_verify", source, job, device=device, limits=limits)
+    if not outcome.ok:
+        return EndToEnd(False, device=device, failure=outcome.failure, message=outcome.message)
+    r = outcome.result
+    variants = r["variants"]
+    for regime, stats in r["timing"].items():
+        for name, st in stats.items():
+            variants[name][regime] = st
+    unused = winners and not r["hits"]  # no site of the model matched a winner
+    ok = r.get("best_ours") is not None or not winners or bool(unused)
+    e2e = EndToEnd(
+        ok=ok,
+        device=r["device"],
+        device_name=r["device_name"],
+        variants=variants,
+        best_baseline=r.get("best_baseline"),
+        best_ours=r.get("best_ours"),
+        baseline_us=r.get("baseline_us"),
+        ours_us=r.get("ours_us"),
+        speedup=r.get("speedup"),
+        speedup_ci=tuple(r["speedup_ci"]) if r.get("speedup_ci") else None,
+        hits=r["hits"],
+        unused=r["unused"],
+        replaced=r["replaced"],
+        regime=r["regime"],
+    )
+    if not winners:
+        e2e.message = (
+            "No kernel beat PyTorch on this model's problems: the model runs unchanged and the "
+            "package replaces no PyTorch op."
+        )
+    elif unused:
+        e2e.message = (
+            "No winning kernel matched a site of this model (shape, dtype or arguments differ): "
+            "the model runs unchanged and the package replaces no PyTorch op."
+        )
+    elif not ok:
+        e2e.failure = ModelFailure.KERNEL
+        e2e.message = (
+            "With the kernels substituted, no way of running the model gave outputs within "
+            "tolerance of the unmodified model's: the kernels are not used."
+        )
+    elif not e2e.faster:
+        e2e.message = (
+            f"Nothing beats the best baseline ({variants[e2e.best_baseline]['label']}, "
+            f"{e2e.baseline_us:.1f} µs per forward): with the kernels the best was "
+            f"{e2e.ours_us:.1f} µs ({e2e.speedup:.3f}x). The model runs unchanged and the "
+            "package replaces no PyTorch op."
+        )
+    return e2e

@@ -1,0 +1,138 @@
+"""Sites (where a kernels/ op can stand in, found in Dynamo's graphs) and the rewrite that puts
+custom ops there; the plan's groups with Linear time moved to fusions. Trusted harness code
+in-process on the CPU; kernels here are PyTorch stand-ins that compute each op's reference."""
+
+from __future__ import annotations
+
+import importlib.util
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+import kernels
+from harness.model import ops as kernel_ops
+from harness.model.classify import plan_groups
+from harness.model.substitute import Substituting, compile_options
+from kernels.problem import Problem
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "models"
+
+
+def _example(name: str):
+    spec = importlib.util.spec_from_file_location(f"kf_example_{name}", EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.manual_seed(0)
+    model = module.Model(*module.get_init_inputs()).eval()
+    return model, module.get_inputs()
+
+
+def _sites(model, inputs):
+    finder = Substituting(model)
+    with torch.no_grad():
+        torch.compile(model, backend=finder, dynamic=False)(*inputs)
+    return finder.sites
+
+
+def _reference_op(problem: Problem):
+    """A custom op whose 'kernel' is the op's own fp64 reference (exact, any dtype)."""
+    op = kernels.get_op(problem.op)
+
+    def run(*inputs, out):
+        out.copy_(op.reference(problem, *inputs))
+
+    return kernel_ops.kernel_op(problem, types.SimpleNamespace(run=run))
+
+
+def test_it_finds_the_fusions_of_the_decode_example():
+    model, inputs = _example("llama_decode")
+    by_kind: dict[str, list] = {}
+    for site in _sites(model, inputs):
+        by_kind.setdefault(site.kind, []).append(site)
+    (swiglu, _), (qkv, _) = by_kind["swiglu_gate"], by_kind["qkv_rotary"]
+    assert swiglu.where == ("layers.0.mlp.gate_proj", "layers.0.mlp.up_proj")
+    assert swiglu.covers == ("matmul/8x688x256/bf16/NT",) * 2
+    assert qkv.key == "qkv_rotary/8x4x4x64x256/bf16" and len(qkv.covers) == 3
+    assert [s.key for s in by_kind["decode_attention"]] == ["decode_attention/1x4x8x40x64/bf16"] * 2
+    assert len(by_kind["matmul"]) == 14 and len(by_kind["module"]) == 9  # 5 norms, 4 rotary
+
+
+def test_a_mask_that_is_not_causal_from_the_end_is_no_decode_attention_site():
+    model, inputs = _example("llama_decode")
+    for layer in model.layers:
+        layer.attn.mask.fill_(True)  # every query sees every key: not the op's mask
+    assert not [s for s in _sites(model, inputs) if s.kind == "decode_attention"]
+
+
+@pytest.mark.parametrize("example", ["llama_block", "llama_decode"])
+def test_the_rewritten_model_matches_and_calls_every_op_once_per_site(example):
+    model, inputs = _example(example)
+    with torch.no_grad():
+        want = model(*inputs)
+    sites = _sites(model, inputs)
+    ops = {s.key: _reference_op(s.problem) for s in sites if s.kind != "matmul"}
+    compile_options()
+    kernel_ops.hits.clear()
+    backend = Substituting(model, ops)
+    with torch.no_grad():
+        got = torch.compile(model, backend=backend, dynamic=False)(*inputs)
+    rel = float((got.float() - want.float()).norm() / want.float().norm())
+    assert rel < 2e-2  # bf16 end to end, the model's own rounding steps skipped
+    fusions = [s for s in backend.replaced if s.kind in ("swiglu_gate", "qkv_rotary")]
+    assert fusions and all(kernel_ops.hits[s.key] >= 1 for s in backend.replaced)
+    # A rotary call the qkv fusion took is not substituted again on its own.
+    rotary_alone = [s for s in backend.replaced if s.key.startswith("rotary/")]
+    assert not rotary_alone
+
+
+def test_a_kernel_op_compiles_through_its_fake_implementation():
+    problem = Problem("swiglu_gate", (8, 24, 16), "fp32")  # fp32 is fine for a stand-in
+    op = _reference_op(Problem("swiglu_gate", (8, 24, 16), "fp16"))
+    x, wg, wu = (t.half() for t in kernels.get_op("swiglu_gate").make_inputs(
+        problem, seed=0, device="cpu"))  # fmt: skip
+
+    def fn(x, wg, wu):
+        return op([x, wg, wu]) * 2
+
+    got = torch.compile(fn, backend="aot_eager", dynamic=False)(x, wg, wu)
+    want = 2 * torch.nn.functional.silu(x.double() @ wg.double().T) * (x.double() @ wu.double().T)
+    assert got.shape == (8, 24) and torch.allclose(got.double(), want, rtol=1e-2, atol=1e-2)
+
+
+def _group(op, label, time_us, problem=None, calls=1.0):
+    return {"op": op, "label": label, "problem": problem, "time_us": time_us, "calls": calls}
+
+
+def _p(op, shape, layout=""):
+    return {"op": op, "shape": list(shape), "dtype": "bf16", "layout": layout}
+
+
+def test_plan_groups_move_linear_time_to_the_fusions_that_compute_it():
+    mm = _p("matmul", (8, 64, 32), "NT")
+    sites = [
+        {"kind": "matmul", "key": "matmul/8x64x32/bf16/NT", "problem": mm},  # gate
+        {"kind": "matmul", "key": "matmul/8x64x32/bf16/NT", "problem": mm},  # up
+        {"kind": "matmul", "key": "matmul/8x64x32/bf16/NT", "problem": mm},  # another
+        {"kind": "swiglu_gate", "key": "swiglu_gate/8x64x32/bf16",
+         "problem": _p("swiglu_gate", (8, 64, 32)), "covers": ["matmul/8x64x32/bf16/NT"] * 2},
+        {"kind": "decode_attention", "key": "decode_attention/1x2x8x40x16/bf16",
+         "problem": _p("decode_attention", (1, 2, 8, 40, 16))},
+    ]  # fmt: skip
+    groups = [
+        # Under torch.compile the GEMM is an NN aten::mm on the transposed weight.
+        _group("matmul", "matmul/8x64x32/bf16/NN", 30.0, _p("matmul", (8, 64, 32), "NN"), 3),
+        _group("attention", "attention (aten::_scaled_dot_product_cudnn_attention)", 12.0),
+        _group("compiler_fused", "compiler_fused (kernel triton_poi_fused_mul_silu_0)", 8.0),
+    ]
+    out = {g["label"]: g for g in plan_groups(groups, sites)}
+    assert out["swiglu_gate/8x64x32/bf16"]["time_us"] == pytest.approx(20.0)
+    assert out["matmul/8x64x32/bf16/NT"]["time_us"] == pytest.approx(10.0)
+    assert out["matmul/8x64x32/bf16/NT"]["calls"] == 1
+    assert out["decode_attention/1x2x8x40x16/bf16"]["time_us"] == pytest.approx(12.0)
+    assert "matmul/8x64x32/bf16/NN" not in out
+    assert sum(g["share"] for g in out.values()) == pytest.approx(1.0)
+    assert out["compiler_fused (kernel triton_poi_fused_mul_silu_0)"]["share"] == pytest.approx(
+        0.16
+    )

@@ -1,0 +1,111 @@
+"""decode_attention: out = softmax(q k^T / sqrt(D) + mask) v for T new queries against S cached
+keys (the new tokens' own keys are the last T), causal from the end: query i sees keys
+0 .. S - T + i. That is a decode step (T = 1: every key) or a speculative draft being
+verified (T of a few), the mask a model passes to scaled_dot_product_attention as a bool
+tensor, and what is_causal=True does not mean (its causal is aligned at the top left).
+
+Shape (B, H, T, S, D): q is (B, H, T, D), k and v are (B, H, S, D), out is (B, H, T, D).
+With few queries the time is the time to read the cache once; kernels split the keys over
+many programs (flash-decoding) to read it with every SM.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from kernels.problem import Op, OutputSpec, ProblemError, Tolerance
+
+
+def causal_from_end(t: int, s: int, device=None) -> torch.Tensor:
+    """(t, s) bool: query i sees keys 0 .. s - t + i."""
+    return (
+        torch.arange(s, device=device)[None, :] <= (s - t) + torch.arange(t, device=device)[:, None]
+    )
+
+
+class DecodeAttentionOp(Op):
+    name = "decode_attention"
+    dims = ("B", "H", "T", "S", "D")
+    dtypes = ("fp16", "bf16")
+    description = "few queries against a KV cache, causal from the end (flash-decoding)"
+
+    def validate(self, problem):
+        super().validate(problem)
+        _b, _h, t, s, _d = problem.shape
+        if t > s:
+            raise ProblemError(f"T={t} new queries but only S={s} keys: the keys include them")
+        if t > 64:
+            raise ProblemError(f"T={t}: decode attention is for a few new tokens (at most 64)")
+
+    def input_shapes(self, problem):
+        b, h, t, s, d = problem.shape
+        return [(b, h, t, d), (b, h, s, d), (b, h, s, d)]
+
+    def output_spec(self, problem):
+        b, h, t, _s, d = problem.shape
+        return OutputSpec((b, h, t, d), problem.torch_dtype)
+
+    def make_inputs(self, problem, *, seed, device):
+        gen = torch.Generator(device=device).manual_seed(seed)
+        return tuple(
+            torch.randn(shape, generator=gen, device=device).to(problem.torch_dtype)
+            for shape in self.input_shapes(problem)
+        )
+
+    def adversarial_inputs(self, problem, *, seed, device):
+        q, k, v = self.make_inputs(problem, seed=seed, device=device)
+        # Large logits: a naive exp overflows and the splits' maxima differ widely; one hot
+        # key far from the end: a split that sees only masked keys must not contribute.
+        peaked = ((4 * q.float()).to(q.dtype), (4 * k.float()).to(k.dtype), v)
+        hot = k.clone()
+        hot[:, :, 0] = 8 * q[:, :, -1]
+        return {"peaked_scores": peaked, "one_hot_key": (q, hot, v)}
+
+    def reference(self, problem, q, k, v):
+        b, h, t, s, d = problem.shape
+        mask = causal_from_end(t, s, q.device)
+        scores = q.double() @ k.double().transpose(-1, -2) / math.sqrt(d)
+        scores = scores.masked_fill(~mask, float("-inf"))
+        return torch.softmax(scores, dim=-1) @ v.double()
+
+    def baseline(self, problem, q, k, v, *, out):
+        _b, _h, t, s, _d = problem.shape
+        mask = causal_from_end(t, s, q.device)
+        out.copy_(torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+
+    def flops(self, problem):
+        b, h, t, s, d = problem.shape
+        return 4 * b * h * t * s * d
+
+    def bytes_moved(self, problem):
+        elt = problem.torch_dtype.itemsize
+        shapes = self.input_shapes(problem) + [self.output_spec(problem).shape]
+        return elt * sum(math.prod(x) for x in shapes)
+
+    def tolerance(self, problem):
+        # P is rounded to the input dtype before the second product, as flash attention does.
+        if problem.dtype == "bf16":
+            return Tolerance(rtol=2e-2, atol=2e-2)
+        return Tolerance(rtol=5e-3, atol=5e-3)
+
+    def sweep(self, problem):
+        b, h, t, s, d = problem.shape
+        shapes = [
+            (1, 1, 1, 1, 16),
+            (1, 2, 3, 7, 16),  # S below a key block
+            (2, 3, 5, 130, 64),  # odd S: a tail block, splits of unequal length
+            (1, h, 1, s, d),  # one new token
+            (b, h, t, s, d),
+        ]
+        return [problem.with_shape(*x) for x in dict.fromkeys(shapes)]
+
+    def families(self):
+        from kernels.ops.decode_attention.families import FAMILIES
+
+        return list(FAMILIES)
+
+    def starting_points(self, problem):
+        # Not measured yet: the model job's screen times them on the GPU.
+        return [(f.name, p) for f in self.families() for p in f.starting_points(problem)]

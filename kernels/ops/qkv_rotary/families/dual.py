@@ -1,0 +1,116 @@
+"""qkv_rotary_dual: one program per (BLOCK_M rows x BLOCK_N rotary pairs) holds two
+accumulators, each pair's first-half and second-half columns (j and j + D/2 of its head), fed
+by the same x tile each K step. The epilogue rotates them with the tokens' cos/sin (q and k
+heads) or stores them as they are (v heads). Each column streams its own weight row (w_q,
+w_k or w_v, read in nn.Linear's layout, no concatenated copy; a tile may span heads and
+projections), so the three projections are one launch.
+"""
+
+from __future__ import annotations
+
+from kernels.dual_gemm import DualGemmFamily
+from kernels.ops.matmul.families import snippets
+from kernels.render import FAST_LAUNCH, render_module
+
+KERNEL = """
+@triton.jit
+def qkv_rotary_kernel(
+    x_ptr, wq_ptr, wk_ptr, wv_ptr, cos_ptr, sin_ptr, out_ptr,
+    M, K, H, HKV, HALF,
+    stride_xm, stride_wn, stride_cm, stride_om,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
+):
+    pairs_total = (H + 2 * HKV) * HALF
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(pairs_total, BLOCK_N)
+    pid_m, pid_n = tile_coords(tl.program_id(0), num_pid_m, num_pid_n, GROUP, True)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    # Rotary pairs (column j and j + D/2 of one head) of q's heads, then k's, then v's. A tile
+    # may span heads and projections: each column finds its own weight row.
+    pairs = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    p = tl.where(pairs < pairs_total, pairs, 0)
+    g = p // HALF  # head among q's, k's, then v's
+    j = p % HALF
+    is_q = g < H
+    is_k = (g >= H) & (g < H + HKV)
+    head = tl.where(is_q, g, tl.where(is_k, g - H, g - H - HKV))
+    w_row = tl.where(is_q, wq_ptr, tl.where(is_k, wk_ptr, wv_ptr)) + (
+        (head * 2 * HALF + j).to(tl.int64) * stride_wn
+    )
+    rows = tl.where(offs_m < M, offs_m, 0).to(tl.int64)
+    offs_k = tl.max_contiguous(tl.multiple_of(tl.arange(0, BLOCK_K), BLOCK_K), BLOCK_K)
+    x_ptrs = x_ptr + rows[:, None] * stride_xm + offs_k[None, :]
+    w_ptrs = w_row[None, :] + offs_k[:, None]  # first halves; + HALF rows: second halves
+    second = HALF * stride_wn
+    acc1 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_left = K - k * BLOCK_K
+        x = tl.load(x_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+        w1 = tl.load(w_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        w2 = tl.load(w_ptrs + second, mask=offs_k[:, None] < k_left, other=0.0)
+        acc1 = tl.dot(x, w1, acc1)
+        acc2 = tl.dot(x, w2, acc2)
+        x_ptrs += BLOCK_K
+        w_ptrs += BLOCK_K
+    mask = (offs_m[:, None] < M) & (pairs[None, :] < pairs_total)
+    rotate = (g < H + HKV)[None, :]  # q and k heads: rotate-half with the token's angle
+    c_off = offs_m[:, None].to(tl.int64) * stride_cm + j[None, :]
+    c = tl.load(cos_ptr + c_off, mask=mask & rotate, other=1.0).to(tl.float32)
+    s = tl.load(sin_ptr + c_off, mask=mask & rotate, other=0.0).to(tl.float32)
+    out1 = acc1 * c - acc2 * s  # v heads: c = 1, s = 0
+    out2 = acc2 * c + acc1 * s
+    out_ptrs = out_ptr + offs_m[:, None].to(tl.int64) * stride_om + (g * 2 * HALF + j)[None, :]
+    tl.store(out_ptrs, out1.to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(out_ptrs + HALF, out2.to(out_ptr.dtype.element_ty), mask=mask)
+""".strip()
+
+TEMPLATE = (
+    """$HEADER
+
+import triton
+import triton.language as tl
+from triton.runtime import driver
+
+$CONSTANTS
+
+
+"""
+    + FAST_LAUNCH
+    + "\n\n\n"
+    + snippets.TILE_COORDS_FN
+    + "\n\n\n"
+    + KERNEL
+    + """
+
+
+def run(x, w_q, w_k, w_v, cos, sin, *, out):
+    M, K = x.shape
+    half = cos.shape[1]
+    H = w_q.shape[0] // (2 * half)
+    HKV = w_k.shape[0] // (2 * half)
+    tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv((H + 2 * HKV) * half, BLOCK_N)
+    launch(
+        qkv_rotary_kernel, (tiles,),
+        x, w_q, w_k, w_v, cos, sin, out, M, K, H, HKV, half,
+        x.stride(0), w_q.stride(0), cos.stride(0), out.stride(0),
+        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP=GROUP,
+        num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+    )
+"""
+)
+
+
+class DualQkvRotary(DualGemmFamily):
+    name = "qkv_rotary_dual"
+    op = "qkv_rotary"
+    description = "q/k/v heads' two halves as two accumulators, rotary in the epilogue"
+
+    def render(self, problem, params):
+        return render_module(
+            TEMPLATE,
+            family=self.name,
+            problem=problem,
+            params={k: params[k] for k in self.space(problem).choices},
+            summary=self.description,
+        )

@@ -1,0 +1,60 @@
+"""The model page in Debian's chromium with the H100 end-to-end record of the decode example:
+the plan's basis, every baseline with its compile time, the headline against the best, and the
+end-to-end chart drawn by plotly. With KF_SCREENSHOT_DIR set, the page is saved there."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from kernels.model_source import check_model_source
+from webapp.modeljobs import services
+from webapp.modeljobs.models import ModelRun
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
+
+CHROMIUM = "/usr/bin/chromium"
+RECORDED = Path(__file__).resolve().parents[3] / "benchmarks" / "results"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "models" / "llama_decode.py"
+
+
+def test_the_model_page_shows_every_baseline_and_draws_the_end_to_end_chart(
+    live_server, alice, team, client, tmp_path, django_capture_on_commit_callbacks
+):
+    if not Path(CHROMIUM).exists():
+        pytest.skip("no chromium")
+    playwright = pytest.importorskip("playwright.sync_api")
+    result = json.loads((RECORDED / "model_llama_decode_h100_run1.json").read_text())["result"]
+    source = check_model_source(EXAMPLE.read_text(), "llama_decode.py")
+    with django_capture_on_commit_callbacks(execute=False):
+        (job,) = services.model_jobs_create(
+            user=alice, team=team, title="Decode step", sources=[source], budget_s=600,
+            queue="test.nobody",
+        )  # fmt: skip
+    e2e = result["end_to_end"] | {"winners": [], "predicted": result["predicted_from_kernels"]}
+    ModelRun.objects.filter(job=job).update(
+        status=ModelRun.Status.DONE, end_to_end=e2e, profile=result["profile"], plan=result["plan"]
+    )
+    client.force_login(alice)
+    cookie = client.cookies["sessionid"].value
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        context = browser.new_context(viewport={"width": 1366, "height": 900})
+        context.add_cookies([{"name": "sessionid", "value": cookie, "url": live_server.url}])
+        page = context.new_page()
+        page.goto(f"{live_server.url}/jobs/{job.id}/")
+        page.wait_for_selector("#end-to-end-chart .main-svg", timeout=20_000)
+        headline = page.inner_text("#end-to-end-headline")
+        rows = page.locator("#end-to-end-timings tbody tr").count()
+        basis = page.inner_text("#plan-basis")
+        shot = Path(os.environ.get("KF_SCREENSHOT_DIR") or tmp_path) / "model-page-laptop.png"
+        page.screenshot(path=str(shot), full_page=True)
+        browser.close()
+    assert f"{e2e['speedup']:.3f}x faster than the best baseline" in headline
+    assert "torch.compile + CUDA graphs" in headline
+    assert rows == len(e2e["variants"]) == 9
+    assert "compiled model" in basis
+    assert shot.stat().st_size > 10_000
