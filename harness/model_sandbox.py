@@ -11,12 +11,11 @@ from __future__ import annotations
 import enum
 import shutil
 import signal
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.config import Limits
-from harness.sandbox import ChildStatus, run_child
+from harness.sandbox import ChildStatus, run_child, scratch
 
 MODEL_LIMITS = Limits(wall_s=300.0, memory_bytes=16 * 2**30, max_file_bytes=2 * 2**30)
 
@@ -74,7 +73,7 @@ def run_model_phase(
 
     keep: {file name in the scratch folder: where to copy it} after the child exits (traces).
     """
-    workdir = tempfile.mkdtemp(prefix="kf-model-")
+    workdir = scratch.make("model")
     try:
         model_path = Path(workdir) / "model.py"
         model_path.write_text(source)
@@ -96,7 +95,7 @@ def run_model_phase(
 
 
 def outcome_of(child, limits: Limits) -> PhaseOutcome:
-    base = {"isolation": child.isolation, "wall_s": child.wall_s}
+    base = {"isolation": child.isolation.to_dict(), "wall_s": child.wall_s}
     tail = child.output[-1500:].strip()
     if child.status is ChildStatus.TIMEOUT:
         return PhaseOutcome(
