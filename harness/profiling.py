@@ -82,6 +82,7 @@ def profile(
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"{candidate.id}-{problem.key.replace('/', '_')}"
     report = str(out_dir / stem)
+    Path(report + ".ncu-rep").unlink(missing_ok=True)  # only this run's report counts
     for isolate_ns in (True, False):
         workdir = scratch.make("prof")
         try:

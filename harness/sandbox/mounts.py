@@ -76,7 +76,11 @@ def build(plan: MountPlan) -> tuple[str, str]:
         if (writable or _under(path, covers)) and os.path.isdir(path):
             handles.append((path, writable, os.open(path, os.O_PATH | os.O_CLOEXEC)))
     try:
-        _read_only_everywhere()
+        try:
+            _read_only_everywhere()
+            root = "/ read-only"
+        except OSError as exc:  # an old kernel (< 5.12): Landlock still refuses the writes
+            root = f"/ writable ({exc.strerror})"
         size = f",size={plan.tmpfs_bytes}" if plan.tmpfs_bytes else ""
         for folder in covers:
             _mount("kf-private", folder, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777{size}")
@@ -99,7 +103,7 @@ def build(plan: MountPlan) -> tuple[str, str]:
         _mount("/dev/null", sock, None, MS_BIND)
         masked += 1
     return (
-        f"private {', '.join(covers)}; / read-only",
+        f"private {', '.join(covers)}; {root}",
         f"host pathname sockets hidden ({masked} outside those folders masked)",
     )
 

@@ -235,13 +235,21 @@ def _result(
     group = child.group
     isolation.cgroup = group.kind if group.dirs else f"none ({group.note})"
     if not reported:
+        # What the child sets up itself is unknown when it never reported (timeout, crash):
+        # not "none", which would read as a layer this host lacks.
+        unknown = "unknown (the child did not report)"
+        for name in ("mounts", "sockets", "filesystem", "capabilities", "seccomp"):
+            setattr(isolation, name, unknown)
         made = child.namespaces
         if "pid" in made:
             isolation.pid, isolation.ipc = "pidns", "ipcns"
         elif made:
             isolation.pid = isolation.ipc = made
-        if "net" in made.split("+"):
-            isolation.network = "netns"
+        names = made.split("+")
+        if "net" in names:
+            isolation.network = "userns+netns" if "user" in names else "netns"
+        elif child.config.isolate_net:
+            isolation.network = unknown  # the child may have made one itself
     return ChildResult(
         status,
         result=scrub.scrub(result or {}, hidden),
