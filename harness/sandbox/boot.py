@@ -3,9 +3,9 @@
 Runs under `python -I` before torch or any candidate code is imported, so it uses the standard
 library only. The parent started it inside new PID, mount, IPC and (mostly) network namespaces
 (namespaces.py). Order matters: cgroup and rlimits first (bound what follows), then, once the
-job is known, the private mount view (mounts.py), CUDA initialisation (it opens device nodes
-Landlock would refuse), Landlock (nothing writable outside the workdir, even for root), no
-capabilities and no_new_privs, the seccomp filter, and only then the phase. The parent passes
+job is known, CUDA initialisation (it opens, and on a fresh machine makes, device nodes), the
+private mount view (mounts.py), Landlock (nothing writable outside the workdir, even for
+root), no capabilities and no_new_privs, the seccomp filter, and only then the phase. The parent passes
 its settings on stdin, never in argv or the environment, so the HMAC key is not visible in
 /proc/<pid>/cmdline or environ.
 
@@ -146,19 +146,23 @@ def _lock_process(spawn: SpawnSettings, iso: IsolationRecord) -> None:
 
 def _lock_job(spawn: SpawnSettings, claim: Claim, wrapped: bool, iso: IsolationRecord) -> None:
     """What depends on the job (mount view, Landlock's writable folder), before any job code."""
-    made_by_wrapper = os.environ.pop("KF_VIEW_NOTE", "")
-    if made_by_wrapper:
-        iso.mounts, iso.sockets = json.loads(made_by_wrapper)
-    elif claim.plan is not None and "mount" in spawn.namespaces.split("+"):
-        iso.mounts, iso.sockets = mounts.build(claim.plan)  # only in a mount namespace of its own
-    if spawn.cuda and spawn.isolate_fs:
-        # CUDA opens its device nodes (also /dev/nvidia-uvm-tools) at init; under Landlock
-        # that fails with cudaErrorOperatingSystem, so initialise first, then lock down.
+    if spawn.cuda:
+        # CUDA opens its device nodes (also /dev/nvidia-uvm-tools) at its first init, and on a
+        # fresh machine makes them (nvidia-modprobe, which may load the nvidia-uvm module):
+        # inside the private view, under Landlock, without capabilities or under seccomp that
+        # fails with cudaErrorOperatingSystem (H100, 2026-11-24), so CUDA is initialised
+        # first, in the host's view (no job code has run yet), and then the doors close. Its
+        # device files stay open; the view hides nothing CUDA needs afterwards.
         import torch  # noqa: PLC0415
 
         torch.cuda.init()
         torch.empty(1, device="cuda").add_(1)
         torch.cuda.synchronize()
+    made_by_wrapper = os.environ.pop("KF_VIEW_NOTE", "")
+    if made_by_wrapper:
+        iso.mounts, iso.sockets = json.loads(made_by_wrapper)
+    elif claim.plan is not None and "mount" in spawn.namespaces.split("+"):
+        iso.mounts, iso.sockets = mounts.build(claim.plan)  # only in a mount namespace of its own
     if spawn.isolate_fs:
         iso.filesystem = (
             landlock.restrict([claim.workdir], spawn.isolate_net, spawn.isolate_net) or "none"

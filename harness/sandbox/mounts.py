@@ -52,14 +52,25 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
         raise OSError(err, f"mount {source or ''} on {target}: {os.strerror(err)}")
 
 
-def _read_only_everywhere() -> None:
-    attr = _MountAttr(_MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID, 0, 0, 0)
+def _set_attr(path: str, attr_set: int, attr_clr: int) -> None:
+    attr = _MountAttr(attr_set, attr_clr, 0, 0)
+    size = ctypes.sizeof(attr)
     res = _libc.syscall(
-        _SYS_MOUNT_SETATTR, _AT_FDCWD, b"/", _AT_RECURSIVE, ctypes.byref(attr), ctypes.sizeof(attr)
+        _SYS_MOUNT_SETATTR, _AT_FDCWD, path.encode(), _AT_RECURSIVE, ctypes.byref(attr), size
     )
     if res != 0:
         err = ctypes.get_errno()
-        raise OSError(err, f"mount_setattr(/, read-only, recursive): {os.strerror(err)}")
+        raise OSError(err, f"mount_setattr({path}, recursive): {os.strerror(err)}")
+
+
+def _read_only_everywhere() -> None:
+    """Every mount read-only and nosuid, except /dev: at its first initialisation CUDA runs
+    nvidia-modprobe, which makes /dev/nvidia-uvm(-tools) when they are missing (as on a fresh
+    GPU machine: cudaErrorOperatingSystem otherwise, H100 2026-11-24). Writes under /dev are
+    still Landlock's to refuse (device nodes may be written, nothing created)."""
+    _set_attr("/", _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID, 0)
+    if os.path.ismount("/dev"):
+        _set_attr("/dev", 0, _MOUNT_ATTR_RDONLY)
 
 
 def _under(path: str, folders: list[str]) -> bool:

@@ -17,7 +17,8 @@ fi
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -c "import torch, triton, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"
   unshare --version; setpriv --version; ls /usr/lib/x86_64-linux-gnu/libseccomp* 2>&1
-  which ncu compute-sanitizer nvcc
+  which ncu compute-sanitizer nvcc nvidia-modprobe
+  ls -l /dev/nvidia*; grep -i ModifyDeviceFiles /proc/driver/nvidia/params
 } > "$RES/env.txt" 2>&1
 # A CUDA child's isolation record, and the device ceilings measured once (cached for the rest).
 timeout 120 python3 - > "$RES/probe.txt" 2>&1 <<'EOF'
