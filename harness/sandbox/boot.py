@@ -31,7 +31,14 @@ import sys
 import traceback
 
 from harness.sandbox import capabilities, cgroups, landlock, mounts, seccomp
-from harness.sandbox.protocol import Claim, IsolationRecord, SpawnSettings, claim_from, spawn_from
+from harness.sandbox.protocol import (
+    CUDA_FAILED,
+    Claim,
+    IsolationRecord,
+    SpawnSettings,
+    claim_from,
+    spawn_from,
+)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -115,12 +122,11 @@ class _Stdin:
 
 
 def _namespace_record(spawn: SpawnSettings, iso: IsolationRecord) -> None:
-    made = spawn.namespaces
-    if not made or made.startswith("none"):
-        iso.pid = iso.mounts = iso.ipc = made or "none (not asked for by this phase)"
-    names = made.split("+")
+    names = spawn.namespaces.split("+") if spawn.namespaces else []
     if "pid" in names:
         iso.pid, iso.ipc = "pidns", "ipcns"
+    else:
+        iso.pid = iso.mounts = iso.ipc = spawn.ns_note
     if "net" in names:
         iso.network = "userns+netns" if "user" in names else "netns"
     elif not spawn.isolate_net:
@@ -155,9 +161,12 @@ def _lock_job(spawn: SpawnSettings, claim: Claim, wrapped: bool, iso: IsolationR
         # device files stay open; the view hides nothing CUDA needs afterwards.
         import torch  # noqa: PLC0415
 
-        torch.cuda.init()
-        torch.empty(1, device="cuda").add_(1)
-        torch.cuda.synchronize()
+        try:
+            torch.cuda.init()
+            torch.empty(1, device="cuda").add_(1)
+            torch.cuda.synchronize()
+        except Exception as exc:  # noqa: BLE001  (the parent decides what it means)
+            raise OSError(f"{CUDA_FAILED} ({spawn.namespaces or 'no namespaces'}): {exc}") from exc
     made_by_wrapper = os.environ.pop("KF_VIEW_NOTE", "")
     if made_by_wrapper:
         iso.mounts, iso.sockets = json.loads(made_by_wrapper)

@@ -76,12 +76,10 @@ def _flags(*, ns: bool, net: bool, user: bool) -> list[str]:
 
 
 def wrapper(*, ns: bool, net: bool) -> tuple[list[str], str]:
-    """(argv prefix, which namespaces it makes) for a child; ([], "none (why)") if none."""
-    if not (ns or net):
-        return [], ""
+    """(argv prefix, the namespaces it makes: "pid+mount+ipc+net", "net", "" for none)."""
     sup = support()
-    if not sup.unshare:
-        return [], f"none ({sup.note})"
+    if not (ns or net) or not sup.unshare:
+        return [], ""
     made = "+".join(n for n, on in (("pid+mount+ipc", ns), ("net", net)) if on)
     if sup.user:
         made = "user+" + made

@@ -14,6 +14,7 @@ import enum
 import hashlib
 import hmac
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -27,10 +28,11 @@ from pathlib import Path
 from harness.config import Limits
 from harness.sandbox import namespaces, process, scratch, scrub
 from harness.sandbox.process import Config, Started
-from harness.sandbox.protocol import Claim, IsolationRecord
+from harness.sandbox.protocol import CUDA_FAILED, Claim, IsolationRecord
 from harness.sandbox.spares import pool, spare_idle_s, spares_enabled
 
 _MAX_RESULT_BYTES = 64 * 2**20
+_log = logging.getLogger(__name__)
 
 
 class ChildStatus(enum.StrEnum):
@@ -81,7 +83,10 @@ def run_child(
     one (the retry after a spare died)."""
     wall = wall_s if wall_s is not None else limits.wall_s
     key, nonce = secrets.token_bytes(32), secrets.token_hex(16)
-    config = Config.of(limits, cuda, isolate_net, isolate_fs, isolate_ns, env_extra)
+    ns_note = ""
+    if cuda and isolate_ns and _cuda_outside_namespaces:
+        isolate_ns, ns_note = False, _cuda_outside_namespaces[0]
+    config = Config.of(limits, cuda, isolate_net, isolate_fs, isolate_ns, ns_note, env_extra)
     side_dir = scratch.make("side") if wrapper else None
     plan = None
     if isolate_ns and namespaces.support().unshare:  # never mount outside a namespace of its own
@@ -182,6 +187,24 @@ def run_child(
     reported = payload.get("isolation") or {}
     if payload.get("status") == "infra":
         error = payload.get("error", "")
+        if cuda and isolate_ns and _cuda_refuses_namespaces(error):
+            return run_child(
+                phase,
+                job,
+                workdir,
+                limits=limits,
+                wall_s=wall_s,
+                cuda=cuda,
+                isolate_net=isolate_net,
+                isolate_fs=isolate_fs,
+                isolate_ns=isolate_ns,  # dropped now: see _cuda_refuses_namespaces
+                writable=writable,
+                readable=readable,
+                env_extra=env_extra,
+                wrapper=wrapper,
+                prestart=prestart,
+                spares=spares,
+            )
         return _result(child, ChildStatus.INFRA, wall_used, spare, error=error, reported=reported)
     if child.proc.returncode != 0:
         return _result(
@@ -196,6 +219,24 @@ def run_child(
     return _result(
         child, ChildStatus.OK, wall_used, spare, result=payload.get("result", {}), reported=reported
     )
+
+
+# Set once CUDA failed to start inside a child's PID/mount/IPC namespaces on this host
+# ([reason]): later CUDA children run without them, and their isolation record says why.
+_cuda_outside_namespaces: list[str] = []
+
+
+def _cuda_refuses_namespaces(error: str) -> bool:
+    """CUDA's "OS call failed" (cudaErrorOperatingSystem) at its first start inside the
+    namespaces: a property of this host's driver, not of the job (no job code ran yet). Other
+    CUDA start errors (a busy or broken GPU) fail the phase as before."""
+    if f"sandbox setup: {CUDA_FAILED}" not in error or "OS call failed" not in error:
+        return False
+    if not _cuda_outside_namespaces:
+        why = error.split("\n")[0][-300:]
+        _cuda_outside_namespaces.append(f"none (CUDA would not start inside them here: {why})")
+        _log.warning("sandbox: CUDA children run without PID/mount/IPC namespaces: %s", why)
+    return True
 
 
 def _wait(child: Started, wall: float, reader: threading.Thread) -> tuple[bool, bool]:
@@ -240,11 +281,11 @@ def _result(
         unknown = "unknown (the child did not report)"
         for name in ("mounts", "sockets", "filesystem", "capabilities", "seccomp"):
             setattr(isolation, name, unknown)
-        made = child.namespaces
+        made = child.spawn.namespaces
         if "pid" in made:
             isolation.pid, isolation.ipc = "pidns", "ipcns"
-        elif made:
-            isolation.pid = isolation.ipc = made
+        else:
+            isolation.pid = isolation.ipc = child.spawn.ns_note
         names = made.split("+")
         if "net" in names:
             isolation.network = "userns+netns" if "user" in names else "netns"

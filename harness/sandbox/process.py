@@ -80,13 +80,14 @@ class Config:
     isolate_net: bool  # its own network namespace (and Landlock: no TCP)
     isolate_fs: bool  # Landlock: nothing writable outside the workdir
     isolate_ns: bool  # its own PID, mount and IPC namespaces, private view of the filesystem
+    ns_note: str  # why not, when isolate_ns is off ("none (...)"; "" for: not asked for)
     env_extra: tuple[tuple[str, str], ...]
     # The allow-listed parent environment at the time (CUDA_VISIBLE_DEVICES may change).
     base_env: tuple[tuple[str, str], ...]
     python: str = sys.executable
 
     @classmethod
-    def of(cls, limits, cuda, isolate_net, isolate_fs, isolate_ns, env_extra) -> Config:
+    def of(cls, limits, cuda, isolate_net, isolate_fs, isolate_ns, ns_note, env_extra) -> Config:
         base = child_env("/kf-workdir")  # the workdir-derived values are set at the claim
         return cls(
             limits,
@@ -94,6 +95,7 @@ class Config:
             isolate_net,
             isolate_fs,
             isolate_ns,
+            ns_note,
             tuple(sorted((env_extra or {}).items())),
             tuple(sorted(base.items())),
         )
@@ -137,7 +139,7 @@ class Started:
     group: cgroups.CgroupSet
     read_fd: int
     output: CappedOutput
-    namespaces: str  # what the wrapper made: "pid+mount+ipc+net", "none (why)" or ""
+    spawn: SpawnSettings  # what it was told at its start (its namespaces among them)
     scratch: str | None = None  # a spare's own HOME and cwd until its claim
     timer: threading.Timer | None = None
 
@@ -172,6 +174,12 @@ def start(
     group = cgroups.create(limits.memory_bytes, limits.max_pids, scratch.owner())
     read_fd, write_fd = os.pipe()
     ns_argv, made = namespaces.wrapper(ns=config.isolate_ns, net=config.isolate_net)
+    if "pid" in made:
+        ns_note = ""
+    elif config.isolate_ns:
+        ns_note = f"none ({namespaces.support().note})"
+    else:
+        ns_note = config.ns_note or "none (not asked for by this phase)"
     spawn = SpawnSettings(
         fd=write_fd,
         warm=warm,
@@ -191,6 +199,7 @@ def start(
             cgroup=bool(group.dirs),
         ),
         namespaces=made,
+        ns_note=ns_note,
     )
     env = child_env(workdir, dict(config.env_extra))
     argv = list(ns_argv)
@@ -223,9 +232,8 @@ def start(
         group.remove()
         return f"could not start the sandbox: {exc}"
     os.close(write_fd)
-    child = Started(
-        config, proc, group, read_fd, CappedOutput(proc.stdout, limits.output_cap_bytes), made
-    )
+    output = CappedOutput(proc.stdout, limits.output_cap_bytes)
+    child = Started(config, proc, group, read_fd, output, spawn)
     if not settings_path:
         try:  # one short line: fits the pipe buffer, never blocks
             proc.stdin.write(dumps(spawn) + b"\n")

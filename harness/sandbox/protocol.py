@@ -14,6 +14,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+# The child's setup error when CUDA fails to start inside its namespaces (parent.py falls back).
+CUDA_FAILED = "CUDA would not start"
+
 
 @dataclass(frozen=True)
 class ChildLimits:
@@ -56,6 +59,7 @@ class SpawnSettings:
     cgroup_kind: str
     limits: ChildLimits
     namespaces: str = ""  # what the unshare wrapper made ("pid+mount+ipc+net"), "" for none
+    ns_note: str = ""  # without PID/mount/IPC namespaces: "none (why)"
     result_path: str | None = None
 
 

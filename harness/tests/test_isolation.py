@@ -272,3 +272,27 @@ def test_a_killed_parent_leaves_no_child_folder_or_cgroup_behind(tmp_path):
     cgroups.sweep(scratch.alive)
     tag = f"kernelforge-{worker.pid}-"
     assert not any(d.name.startswith(tag) for p in cgroups._parents() for d in p.iterdir())
+
+
+def test_a_host_whose_cuda_will_not_start_in_the_namespaces_runs_without_them_and_says_so(
+    monkeypatch,
+):
+    from harness.sandbox import parent
+
+    monkeypatch.setattr(parent, "_cuda_outside_namespaces", [])
+    busy = "sandbox setup: CUDA would not start (pid+mount+ipc+net): CUDA error: out of memory"
+    assert not parent._cuda_refuses_namespaces(busy)  # a busy GPU is the phase's failure
+    assert parent._cuda_outside_namespaces == []
+    refused = (
+        "sandbox setup: CUDA would not start (pid+mount+ipc+net): Unexpected error from "
+        "cudaGetDeviceCount(). Error 304: OS call failed or operation not supported on this OS"
+    )
+    assert parent._cuda_refuses_namespaces(refused)
+    [why] = parent._cuda_outside_namespaces
+    assert why.startswith("none (CUDA would not start inside them here")
+    # A child without them says why, and the layers show as missing (the page lists them).
+    with tempfile.TemporaryDirectory() as workdir:
+        res = run_child("selftest_env", {}, workdir, limits=Limits(), cuda=False, isolate_ns=False)
+    assert res.status is ChildStatus.OK, res.error
+    assert res.isolation.pid == "none (not asked for by this phase)"
+    assert "pid: none (not asked for by this phase)" in res.isolation.missing()
