@@ -133,10 +133,16 @@ def plan(
     workdir: str, writable: tuple[str, ...], readable: tuple[str, ...], tmpfs_bytes: int
 ) -> MountPlan:
     folders = list(covered())
+    writes = list(dict.fromkeys(os.path.realpath(p) for p in (workdir, *writable)))
     reads = [os.path.realpath(p) for p in (*_import_paths(), *readable) if p]
     return MountPlan(
-        writable=tuple(dict.fromkeys(os.path.realpath(p) for p in (workdir, *writable))),
-        readable=tuple(p for p in dict.fromkeys(reads) if _under(p, folders)),
+        writable=tuple(writes),
+        # A folder that is also writable (or inside one) is bound once, writable: a read-only
+        # bind of the same path on top would hide the writable one (the ceilings child
+        # writing the harness cache under /tmp, H100 2026-11-24).
+        readable=tuple(
+            p for p in dict.fromkeys(reads) if _under(p, folders) and not _under(p, writes)
+        ),
         cover=tuple(folders),
         sockets=host_sockets(),
         tmpfs_bytes=tmpfs_bytes,

@@ -296,3 +296,13 @@ def test_a_host_whose_cuda_will_not_start_in_the_namespaces_runs_without_them_an
     assert res.status is ChildStatus.OK, res.error
     assert res.isolation.pid == "none (not asked for by this phase)"
     assert "pid: none (not asked for by this phase)" in res.isolation.missing()
+
+
+def test_a_folder_both_readable_and_writable_is_bound_writable(tmp_path):
+    from harness.sandbox import namespaces
+
+    cache = tmp_path / "cache"  # under /tmp: covered, so bound back in
+    cache.mkdir()
+    plan = namespaces.plan(str(tmp_path / "w"), (str(cache),), (str(cache), str(tmp_path)), 0)
+    assert str(cache) in plan.writable
+    assert str(cache) not in plan.readable and str(tmp_path) in plan.readable
