@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import hashlib
 import hmac
 import json
@@ -81,6 +82,24 @@ def run_child(
     /tmp). The process is a warm spare of the same configuration when one waits (spares.py);
     `prestart` leaves a spare behind for the caller's next phase; spares=False never claims
     one (the retry after a spare died)."""
+    # The same phase once more (a spare that died at its claim, CUDA refusing the namespaces).
+    again = functools.partial(
+        run_child,
+        phase,
+        job,
+        workdir,
+        limits=limits,
+        wall_s=wall_s,
+        cuda=cuda,
+        isolate_net=isolate_net,
+        isolate_fs=isolate_fs,
+        isolate_ns=isolate_ns,
+        writable=writable,
+        readable=readable,
+        env_extra=env_extra,
+        wrapper=wrapper,
+        prestart=prestart,
+    )
     wall = wall_s if wall_s is not None else limits.wall_s
     key, nonce = secrets.token_bytes(32), secrets.token_hex(16)
     ns_note = ""
@@ -153,22 +172,7 @@ def run_child(
             # A spare can die between saying "ready" and its claim (killed from outside; H200,
             # 2026-11-22): that must not read as the job's crash. The phase runs once more in
             # a fresh child, whose verdict stands.
-            return run_child(
-                phase,
-                job,
-                workdir,
-                limits=limits,
-                wall_s=wall_s,
-                cuda=cuda,
-                isolate_net=isolate_net,
-                isolate_fs=isolate_fs,
-                isolate_ns=isolate_ns,
-                writable=writable,
-                readable=readable,
-                env_extra=env_extra,
-                prestart=prestart,
-                spares=False,
-            )
+            return again(spares=False)
         code = child.proc.returncode
         if oom_killed:
             # SIGKILL from the OOM killer; `unshare` cannot re-raise SIGKILL on itself (it
@@ -188,23 +192,7 @@ def run_child(
     if payload.get("status") == "infra":
         error = payload.get("error", "")
         if cuda and isolate_ns and _cuda_refuses_namespaces(error):
-            return run_child(
-                phase,
-                job,
-                workdir,
-                limits=limits,
-                wall_s=wall_s,
-                cuda=cuda,
-                isolate_net=isolate_net,
-                isolate_fs=isolate_fs,
-                isolate_ns=isolate_ns,  # dropped now: see _cuda_refuses_namespaces
-                writable=writable,
-                readable=readable,
-                env_extra=env_extra,
-                wrapper=wrapper,
-                prestart=prestart,
-                spares=spares,
-            )
+            return again(spares=spares)  # without the namespaces from now on
         return _result(child, ChildStatus.INFRA, wall_used, spare, error=error, reported=reported)
     if child.proc.returncode != 0:
         return _result(

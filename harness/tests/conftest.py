@@ -47,6 +47,15 @@ needs_interpreter = pytest.mark.skipif(
 )
 
 
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting to be reaped is not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def source(name: str, **replace: object) -> str:
     text = (EXPLOITS / f"{name}.py").read_text()
     for key, value in replace.items():

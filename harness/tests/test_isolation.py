@@ -23,7 +23,7 @@ from harness import Verdict
 from harness.config import Limits
 from harness.sandbox import REPO_ROOT, ChildStatus, cgroups, run_child, scratch, spares
 from harness.sandbox.scrub import REDACTED
-from harness.tests.conftest import needs_namespaces, run_fixture, source
+from harness.tests.conftest import alive, needs_namespaces, run_fixture, source
 
 
 def _worker(script: str, env: dict[str, str], **kwargs) -> subprocess.Popen:
@@ -40,7 +40,7 @@ def _worker(script: str, env: dict[str, str], **kwargs) -> subprocess.Popen:
 
 _EVALUATE = """
 import json, os
-from harness.tests.conftest import needs_namespaces, run_fixture, source
+from harness.tests.conftest import alive, needs_namespaces, run_fixture, source
 src = source({name!r}, HOST_PID=os.getpid())
 ev = run_fixture({name!r}, source_text=src)
 print("RESULT " + json.dumps(ev.to_dict()))
@@ -238,14 +238,6 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 @needs_namespaces
 def test_a_killed_parent_leaves_no_child_folder_or_cgroup_behind(tmp_path):
     worker = _worker(_HANG, {"TMPDIR": str(tmp_path), "KF_SANDBOX_SPARES": "1"})
@@ -263,9 +255,9 @@ def test_a_killed_parent_leaves_no_child_folder_or_cgroup_behind(tmp_path):
         worker.send_signal(signal.SIGKILL)
         worker.wait()
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and any(_alive(p) for p in kids):
+    while time.monotonic() < deadline and any(alive(p) for p in kids):
         time.sleep(0.2)
-    assert not any(_alive(p) for p in kids)  # the sandbox died with the process that ran it
+    assert not any(alive(p) for p in kids)  # the sandbox died with the process that ran it
     assert os.listdir(tmp_path)  # the killed worker could not clean up ...
     scratch.sweep(str(tmp_path))  # ... the next process that makes a folder does
     assert os.listdir(tmp_path) == []

@@ -17,7 +17,7 @@ import harness
 from harness import Verdict
 from harness.config import Limits
 from harness.sandbox import REPO_ROOT, ChildStatus, run_child, spares
-from harness.tests.conftest import needs_namespaces, run_fixture
+from harness.tests.conftest import alive, needs_namespaces, run_fixture
 
 
 @pytest.fixture(autouse=True)
@@ -26,14 +26,6 @@ def spares_on(monkeypatch):
     spares.pool.shutdown()
     yield
     spares.pool.shutdown()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def _env_run(workdir: str, **kwargs):
@@ -104,7 +96,7 @@ def test_a_dead_spare_falls_back_to_a_fresh_child():
     assert res.status is ChildStatus.OK, res.error
     assert not res.spare and res.pid != pid
     assert res.isolation.prestarted is False
-    assert not _alive(pid)
+    assert not alive(pid)
 
 
 def test_a_spare_with_a_thread_landlock_would_miss_is_not_used():
@@ -117,7 +109,7 @@ def test_a_spare_with_a_thread_landlock_would_miss_is_not_used():
         res = _env_run(workdir, env_extra=extra)
     assert res.status is ChildStatus.OK, res.error
     assert not res.spare and res.pid != pid
-    assert not _alive(pid)
+    assert not alive(pid)
 
 
 def test_a_spare_of_another_configuration_is_not_used():
@@ -146,7 +138,7 @@ def test_it_keeps_at_most_the_configured_number_of_spares(monkeypatch):
         _env_run(workdir, prestart=True, isolate_net=False)  # another configuration
         second = spares.pool.pids()
     assert len(second) == 2 and not set(first) & set(second)
-    assert not any(_alive(pid) for pid in first)  # the bound drops the older ones
+    assert not any(alive(pid) for pid in first)  # the bound drops the older ones
 
 
 def test_it_starts_no_spare_when_switched_off(monkeypatch):
@@ -162,14 +154,14 @@ def test_no_spare_outlives_shutdown_or_its_idle_time(monkeypatch):
         _env_run(workdir, prestart=True)
         pid = _the_spare()
         spares.pool.shutdown()
-        assert not _alive(pid)
+        assert not alive(pid)
         monkeypatch.setenv("KF_SANDBOX_SPARE_IDLE_S", "4")
         _env_run(workdir, prestart=True)
         # On a loaded box (xdist, 8 workers) the spare may already be past its idle time here.
         pids = spares.pool.pids()
         time.sleep(6)
         assert spares.pool.pids() == []
-        assert not any(_alive(pid) for pid in pids)
+        assert not any(alive(pid) for pid in pids)
 
 
 def test_no_spare_outlives_the_interpreter_that_started_it():
@@ -187,7 +179,7 @@ def test_no_spare_outlives_the_interpreter_that_started_it():
     )
     assert out.returncode == 0, out.stderr
     pid = int(out.stdout.split()[-1])
-    assert not _alive(pid)
+    assert not alive(pid)
 
 
 _PROBE_SPARES = """
