@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import os
-import tempfile
+import shutil
 from pathlib import Path
 
 from harness.config import Limits
@@ -50,10 +50,11 @@ def device_ceilings(refresh: bool = False) -> DeviceInfo:
     """Measured once per device (name, driver, torch) and cached; CPU: interpreter, no roofs."""
     if not gpu_visible():
         return interpreter_info()
-    from harness.sandbox import ChildStatus, run_child
+    from harness.sandbox import ChildStatus, run_child, scratch
 
     cache = cache_dir()
-    with tempfile.TemporaryDirectory(prefix="kf-ceil-") as workdir:
+    workdir = scratch.make("ceil")
+    try:
         res = run_child(
             "ceilings",
             {"cache_dir": str(cache), "refresh": refresh},
@@ -61,7 +62,10 @@ def device_ceilings(refresh: bool = False) -> DeviceInfo:
             limits=Limits(wall_s=300),
             cuda=True,
             isolate_fs=False,  # trusted code writing the cache; no candidate runs here
+            writable=(str(cache),),
         )
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
     if res.status is not ChildStatus.OK:
         raise RuntimeError(f"measuring device ceilings failed: {res.error}\n{res.output[-2000:]}")
     r = res.result

@@ -16,7 +16,6 @@ import dataclasses
 import secrets
 import shutil
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
@@ -37,7 +36,7 @@ from harness.results import (
     Timings,
     Verdict,
 )
-from harness.sandbox import ChildResult, ChildStatus, run_child
+from harness.sandbox import ChildResult, ChildStatus, run_child, scratch
 from kernels.problem import Problem
 
 STAGE_ORDER = (
@@ -103,7 +102,7 @@ def evaluate(
         ev.compile = CompileResult(ok=False, log="CUDA C++ candidates need a GPU; none is visible")
         ev.error = ev.compile.log
         return _finish(ev, started)
-    root = Path(tempfile.mkdtemp(prefix="kf-eval-"))
+    root = Path(scratch.make("eval"))
     try:
         _pipeline(ev, candidate, run_problem, config, gpu, root)
     except _Stop as stop:
@@ -153,7 +152,7 @@ def _child(
     ev.checks.setdefault("phase_wall_s", {})[phase] = round(res.wall_s, 3)
     if not trusted:
         ev.stdout_tail = redact.output(res.output, workdir)
-        ev.isolation = res.isolation or ev.isolation
+        ev.isolation = res.isolation.to_dict()
     if res.status is not ChildStatus.OK:
         ev.verdict = Verdict.INFRA_ERROR if trusted else _STATUS_VERDICT[res.status]
         ev.error = f"{phase}: {res.error}"

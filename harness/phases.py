@@ -302,6 +302,7 @@ def _load_candidate(job: dict, watch=None):
     from harness import cuda_ext, runtime
 
     t0 = time.perf_counter()
+    threads = runtime.ThreadMark.now()
     try:
         module = runtime.load_candidate(job["source"], job["workdir"])
     except BaseException as exc:  # noqa: BLE001  (anything a module import can raise)
@@ -314,20 +315,34 @@ def _load_candidate(job: dict, watch=None):
     info.update(cuda_ext.last_build_report())
     if watch is not None and watch.changed():
         info["import_patches"] = watch.changed()
+    # A thread started at import is in every later call's "before" set: judge it here.
+    started = threads.new_since()
+    if started:
+        info["import_threads"] = started
     return module, info
 
 
 def _import_findings(info: dict) -> list[dict]:
+    found = []
     patched = info.get("import_patches") or []
-    if not patched:
-        return []
-    return [
-        {
-            "check": "monkeypatch",
-            "severity": "reject",
-            "detail": f"replaced at import: {', '.join(patched[:8])}",
-        }
-    ]
+    if patched:
+        found.append(
+            {
+                "check": "monkeypatch",
+                "severity": "reject",
+                "detail": f"replaced at import: {', '.join(patched[:8])}",
+            }
+        )
+    threads = info.get("import_threads") or []
+    if threads:
+        found.append(
+            {
+                "check": "thread",
+                "severity": "reject",
+                "detail": f"threads started at import and still running: {', '.join(threads[:8])}",
+            }
+        )
+    return found
 
 
 def candidate_cases(job: dict) -> dict:

@@ -25,7 +25,6 @@ import importlib.metadata
 import json
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,7 +148,7 @@ def precompile(
     from harness import device as device_mod
     from harness.cases import _fits_interpreter, _pick_sweep, shrink
     from harness.ops import resolve_op
-    from harness.sandbox import ChildStatus, run_child
+    from harness.sandbox import ChildStatus, run_child, scratch
     from kernels.problem import Problem
 
     config = config or EvalConfig(quick=True)
@@ -175,7 +174,7 @@ def precompile(
         if not _fits_interpreter(run_problem):
             run_problem = shrink(run_problem)
     shapes = [run_problem, *_pick_sweep(op, run_problem, quick=True, interpreter=not gpu)]
-    root = Path(tempfile.mkdtemp(prefix="kf-pre-"))
+    root = Path(scratch.make("pre"))
     try:
         workdir = root / "sandbox"
         workdir.mkdir()

@@ -3,16 +3,19 @@
 ncu wraps a sandbox child (phase profile_target) that warms the candidate up outside the range
 and then calls it once inside it. Only candidates that passed evaluate() should be profiled
 (R3.8). The network namespace and Landlock stay off here: ncu's injected library talks to the
-ncu front-end process; the environment allow-list, cgroup, rlimits and timeout still apply.
+ncu front-end process. The PID/mount/IPC namespaces are made around ncu (front end and child
+share them, and the private view, where the report folder stays writable); if ncu writes no
+report that way, it runs once more without them (logged). The environment allow-list, cgroup,
+rlimits, dropped capabilities and timeout always apply.
 """
 
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import secrets
 import shutil
-import tempfile
 from pathlib import Path
 
 from harness import device as device_mod
@@ -20,10 +23,11 @@ from harness import ncu
 from harness.config import EvalConfig
 from harness.ops import resolve_op
 from harness.results import Bottleneck, Candidate, Profile
-from harness.sandbox import ChildStatus, run_child
+from harness.sandbox import ChildStatus, run_child, scratch
 from kernels.problem import Problem
 
 NVTX_RANGE = "kf_candidate"
+_log = logging.getLogger(__name__)
 
 
 def find_ncu() -> str | None:
@@ -37,6 +41,11 @@ def find_ncu() -> str | None:
         None,
     )
     return found
+
+
+def _ncu_dirs() -> tuple[str, ...]:
+    tool = find_ncu()
+    return (os.path.dirname(os.path.realpath(tool)),) if tool else ()
 
 
 def ncu_command(report: str, *, full: bool = False) -> list[str]:
@@ -73,28 +82,39 @@ def profile(
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"{candidate.id}-{problem.key.replace('/', '_')}"
     report = str(out_dir / stem)
-    with tempfile.TemporaryDirectory(prefix="kf-prof-") as workdir:
-        job = {
-            "problem": problem.to_dict(),
-            "op_ref": config.op_ref,
-            "device": "cuda",
-            "source": candidate.source,
-            "workdir": workdir,
-            "seed": secrets.randbits(62),
-            "nvtx": NVTX_RANGE,
-        }
-        res = run_child(
-            "profile_target",
-            job,
-            workdir,
-            limits=config.limits,
-            wall_s=config.limits.wall_s + config.compile_wall_s,
-            cuda=True,
-            isolate_net=False,
-            isolate_fs=False,
-            env_extra={"KF_COMPILE_CACHE": str(device_mod.cache_dir() / "cuda-ext")},
-            wrapper=ncu_command(report, full=full),
-        )
+    Path(report + ".ncu-rep").unlink(missing_ok=True)  # only this run's report counts
+    for isolate_ns in (True, False):
+        workdir = scratch.make("prof")
+        try:
+            job = {
+                "problem": problem.to_dict(),
+                "op_ref": config.op_ref,
+                "device": "cuda",
+                "source": candidate.source,
+                "workdir": workdir,
+                "seed": secrets.randbits(62),
+                "nvtx": NVTX_RANGE,
+            }
+            res = run_child(
+                "profile_target",
+                job,
+                workdir,
+                limits=config.limits,
+                wall_s=config.limits.wall_s + config.compile_wall_s,
+                cuda=True,
+                isolate_net=False,
+                isolate_fs=False,
+                isolate_ns=isolate_ns,
+                writable=(str(out_dir),),
+                readable=_ncu_dirs(),
+                env_extra={"KF_COMPILE_CACHE": str(device_mod.cache_dir() / "cuda-ext")},
+                wrapper=ncu_command(report, full=full),
+            )
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        if os.path.exists(report + ".ncu-rep") or res.status is ChildStatus.TIMEOUT:
+            break
+        _log.warning("ncu wrote no report with isolate_ns=%s: %s", isolate_ns, res.error)
     path = report + ".ncu-rep"
     if res.status is not ChildStatus.OK or not os.path.exists(path):
         prof.error = f"ncu run failed ({res.status}): {res.error}\n{res.output[-3000:]}"

@@ -8,6 +8,7 @@ the out-of-process checks (see harness/README.md, "What the sandbox cannot see")
 
 from __future__ import annotations
 
+import _thread
 import importlib.util
 import sys
 import threading
@@ -20,6 +21,25 @@ import torch
 
 _active_count = threading.active_count
 _enumerate = threading.enumerate
+_count = _thread._count  # every thread of the _thread module, threading's or started raw
+
+
+@dataclass(frozen=True)
+class ThreadMark:
+    """The Python threads alive at one moment, to tell which ones appeared since."""
+
+    count: int
+    alive: frozenset
+
+    @classmethod
+    def now(cls) -> ThreadMark:
+        return cls(_count(), frozenset(_enumerate()))
+
+    def new_since(self) -> list[str]:
+        """Threads started since the mark and still running ("N unnamed" for raw ones)."""
+        named = [t.name for t in _enumerate() if t not in self.alive and t.is_alive()]
+        raw = _count() - self.count - len(named)
+        return named + ([f"{raw} started with _thread"] if raw > 0 else [])
 
 
 def load_candidate(source: str, workdir: str, name: str = "kf_candidate") -> types.ModuleType:

@@ -6,14 +6,15 @@ on other shapes or another allocator state it reads garbage or faults. memcheck 
 for shared-memory hazards) sees every access. The agents run it when re-verifying a final best.
 
 How: the candidate_sanitize phase (smoke shape + one odd sweep shape, prepare() and two calls)
-runs as a sandbox child wrapped by compute-sanitizer (itself inside a network namespace), with PYTORCH_NO_CUDA_MEMORY_CACHING=1 so
+runs as a sandbox child wrapped by compute-sanitizer, with PYTORCH_NO_CUDA_MEMORY_CACHING=1 so
 each tensor is its own cudaMalloc and reading past one is an error memcheck reports. The
 report goes to a log file in a parent-owned folder (not the candidate's stdout, which it
-controls). Same sandbox rules as every candidate phase first; the tool's front end talks to its
-injected library, which a namespace between them or Landlock may block (as with ncu), so if the
-tool did not attach (no summary, or no finished calls, within ATTACH_WALL_S), the next run
-drops the network namespace, then Landlock. The level used is
-recorded; the environment allow-list, cgroup, rlimits and wall clock always apply.
+controls). Same sandbox rules as every candidate phase first: the namespaces (PID, mount with
+the private view, IPC, network) are made *around* the tool, so its front end and the injected
+library in the child share them. If the tool did not attach (no summary, or no finished calls,
+within ATTACH_WALL_S), the next run drops the PID/mount/IPC namespaces, then the network
+namespace, then Landlock. The level used is recorded; the environment allow-list, cgroup,
+rlimits and wall clock always apply.
 
 Known limit: the candidate can notice it is being sanitized (LD_PRELOAD/injection variables,
 slow launches) and behave differently; this catches bugs, not a determined cheat.
@@ -25,28 +26,25 @@ import glob
 import os
 import re
 import shutil
-import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.config import Limits
-from harness.sandbox import REPO_ROOT, ChildResult, ChildStatus, run_child
+from harness.sandbox import ChildResult, ChildStatus, run_child, scratch
 
 ERROR_EXIT_CODE = 86
-NETNS_FAILED_EXIT = 97
-# (network namespace, Landlock) from strictest to loosest. The namespace is made by a small
-# wrapper *around* the tool, so its front end and the injected library share it: on the H200
-# (2026-11-22) the child's own unshare (sandbox_boot, before CUDA init) left the tool hanging
-# for minutes, as if the library could not reach its front end from inside a new namespace.
-ISOLATION_LADDER = ((True, True), (False, True), (False, False))
+# (PID/mount/IPC namespaces with the private view, network namespace, Landlock) from strictest
+# to loosest. All namespaces wrap the tool, not only the child: on the H200 (2026-11-22) the
+# child's own unshare (inside the tool) left the tool hanging for minutes, as if the library
+# could not reach its front end from inside a new namespace.
+ISOLATION_LADDER = (
+    (True, True, True),
+    (False, True, True),
+    (False, False, True),
+    (False, False, False),
+)
 # Attempts that may fail to attach get a shorter wall clock; the last one gets the full one.
 ATTACH_WALL_S = 120.0
-_NETNS_EXEC = (
-    "import os, sys; sys.path.insert(0, {root!r}); "
-    "from harness.sandbox_boot import _unshare_net; "
-    "_unshare_net() or os._exit({code}); os.execv(sys.argv[1], sys.argv[1:])"
-)
 _SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+error")
 _RACE_SUMMARY = re.compile(r"RACECHECK SUMMARY:.*?\((\d+)\s+error")
 
@@ -57,7 +55,7 @@ class SanitizerReport:
     ran: bool  # the tool attached and printed its summary
     errors: int = 0
     first_errors: list[str] = field(default_factory=list)
-    isolation: str = ""  # "netns+landlock", "landlock", "none"
+    isolation: str = ""  # "namespaces+netns+landlock", "netns+landlock", "landlock", "none"
     note: str = ""  # why it did not run, or what else happened (timeout, child error)
     wall_s: float = 0.0
     log_tail: str = ""  # the tool's own log, last lines
@@ -78,12 +76,8 @@ def find_tool() -> str | None:
     )
 
 
-def command(tool_path: str, tool: str, log_path: str, *, netns: bool = False) -> list[str]:
-    cmd = []
-    if netns:  # python -I -c <unshare, then exec the tool>: fails closed (exit 97)
-        code = _NETNS_EXEC.format(root=REPO_ROOT, code=NETNS_FAILED_EXIT)
-        cmd = [sys.executable, "-I", "-c", code]
-    cmd += [tool_path, "--tool", tool, "--log-file", log_path, "--print-limit", "20"]
+def command(tool_path: str, tool: str, log_path: str) -> list[str]:
+    cmd = [tool_path, "--tool", tool, "--log-file", log_path, "--print-limit", "20"]
     cmd += ["--error-exitcode", str(ERROR_EXIT_CODE), "--target-processes", "all"]
     if tool == "memcheck":
         cmd += ["--leak-check", "no"]  # the process exits without freeing: not the kernel's bug
@@ -124,10 +118,11 @@ def run(
     if tool_path is None:
         return SanitizerReport(tool, ran=False, note="compute-sanitizer is not installed")
     notes = []
-    for step, (net, fs) in enumerate(ISOLATION_LADDER):
+    for step, (ns, net, fs) in enumerate(ISOLATION_LADDER):
         last = step == len(ISOLATION_LADDER) - 1
-        level = "+".join(n for n, on in (("netns", net), ("landlock", fs)) if on) or "none"
-        side = tempfile.mkdtemp(prefix="kf-sanitize-")  # 0700: the candidate cannot reach it
+        layers = (("namespaces", ns), ("netns", net), ("landlock", fs))
+        level = "+".join(n for n, on in layers if on) or "none"
+        side = scratch.make("sanitize")  # 0700: the candidate cannot reach it
         log_path = os.path.join(side, f"{tool}.log")
         try:
             res = run_child(
@@ -137,10 +132,13 @@ def run(
                 limits=limits,
                 wall_s=wall_s if last else min(wall_s, ATTACH_WALL_S),
                 cuda=job.get("device", "cuda") == "cuda",
-                isolate_net=False,  # the wrapper's namespace instead (see ISOLATION_LADDER)
+                isolate_net=net,
                 isolate_fs=fs,
+                isolate_ns=ns,
+                writable=(side,),  # the tool writes its log there
+                readable=(os.path.dirname(tool_path),),
                 env_extra={**env_extra, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
-                wrapper=command(tool_path, tool, log_path, netns=net),
+                wrapper=command(tool_path, tool, log_path),
             )
             log = Path(log_path)
             text = log.read_text(errors="replace") if log.exists() else ""

@@ -12,12 +12,11 @@ import dataclasses
 import enum
 import shutil
 import signal
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.config import Limits
-from harness.sandbox import ChildStatus, run_child
+from harness.sandbox import ChildStatus, run_child, scratch
 
 # pids: Inductor's compile workers and their threads count against the cgroup's pids.max.
 MODEL_LIMITS = Limits(
@@ -85,7 +84,7 @@ def run_model_phase(
 
     keep: {file name in the scratch folder: where to copy it} after the child exits (traces).
     """
-    workdir = tempfile.mkdtemp(prefix="kf-model-")
+    workdir = scratch.make("model")
     try:
         model_path = Path(workdir) / "model.py"
         model_path.write_text(source)
@@ -109,7 +108,7 @@ def run_model_phase(
 
 
 def outcome_of(child, limits: Limits) -> PhaseOutcome:
-    base = {"isolation": child.isolation, "wall_s": child.wall_s}
+    base = {"isolation": child.isolation.to_dict(), "wall_s": child.wall_s}
     tail = child.output[-1500:].strip()
     if child.status is ChildStatus.TIMEOUT:
         return PhaseOutcome(

@@ -32,9 +32,28 @@ def interpreter_broken() -> bool:
     return (major, minor) >= (2, 5)
 
 
+def _namespaces_note() -> str:
+    from harness.sandbox import namespaces
+
+    return namespaces.support().note
+
+
+needs_namespaces = pytest.mark.skipif(
+    bool(_namespaces_note()), reason=f"no namespaces on this host: {_namespaces_note()}"
+)
+
 needs_interpreter = pytest.mark.skipif(
     interpreter_broken(), reason="Triton 3.6 interpreter is broken under numpy>=2.5 (GPU image)"
 )
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting to be reaped is not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
 
 
 def source(name: str, **replace: object) -> str:

@@ -6,7 +6,7 @@ import pytest
 
 from harness import Verdict, gpu_state, sanitizer
 from harness.device import gpu_visible
-from harness.tests.conftest import checks, run_fixture
+from harness.tests.conftest import checks, needs_namespaces, run_fixture
 
 MEMCHECK_LOG = """\
 ========= COMPUTE-SANITIZER
@@ -92,7 +92,7 @@ def test_it_skips_the_sanitizer_with_a_warning_on_the_cpu():
 
 FAKE_TOOL = """#!/bin/sh
 # Stands in for compute-sanitizer on a CPU machine: runs the target, writes a summary and the
-# network namespace it ran in to the --log-file.
+# namespaces it ran in to the --log-file.
 while [ $# -gt 0 ]; do
   case "$1" in
     --log-file) log=$2; shift 2;;
@@ -102,7 +102,7 @@ while [ $# -gt 0 ]; do
 done
 "$@"; rc=$?
 printf '========= COMPUTE-SANITIZER\\n========= ERROR SUMMARY: %s errors\\n' "${FAKE_ERRORS:-0}" > "$log"
-readlink /proc/self/ns/net >> "$log"
+readlink /proc/self/ns/net /proc/self/ns/pid /proc/self/ns/mnt >> "$log"
 exit $rc
 """
 
@@ -127,7 +127,8 @@ def _sanitize_job(tmp_path):
     }, workdir
 
 
-def test_it_wraps_the_tool_in_its_own_network_namespace_and_reads_its_log(tmp_path, monkeypatch):
+@needs_namespaces
+def test_it_wraps_the_tool_in_the_childs_namespaces_and_reads_its_log(tmp_path, monkeypatch):
     import os
 
     from harness.config import Limits
@@ -140,7 +141,7 @@ def test_it_wraps_the_tool_in_its_own_network_namespace_and_reads_its_log(tmp_pa
     env = {"TRITON_INTERPRET": "1"}
     clean = sanitizer.run("memcheck", job, str(workdir), limits=Limits(), wall_s=120, env_extra=env)
     assert clean.ran and clean.errors == 0, clean
-    assert clean.isolation == "netns+landlock", clean
+    assert clean.isolation == "namespaces+netns+landlock", clean
     dirty = sanitizer.run(
         "memcheck",
         job,
@@ -149,7 +150,9 @@ def test_it_wraps_the_tool_in_its_own_network_namespace_and_reads_its_log(tmp_pa
         wall_s=120,
         env_extra={**env, "FAKE_ERRORS": "2"},
     )
-    assert dirty.ran and dirty.errors == 2 and dirty.isolation == "netns+landlock", dirty
-    # The tool itself (not only the candidate) ran in a namespace other than ours.
-    tool_ns = [ln for ln in clean.log_tail.splitlines() if ln.startswith("net:[")]
-    assert tool_ns and tool_ns[0] != os.readlink("/proc/self/ns/net"), clean.log_tail
+    assert dirty.ran and dirty.errors == 2 and dirty.isolation == "namespaces+netns+landlock"
+    # The tool itself (not only the candidate) ran in namespaces other than ours, and wrote its
+    # log (in the parent's folder) from inside the private view.
+    for kind in ("net", "pid", "mnt"):
+        tool_ns = [ln for ln in clean.log_tail.splitlines() if ln.startswith(f"{kind}:[")]
+        assert tool_ns and tool_ns[0] != os.readlink(f"/proc/self/ns/{kind}"), clean.log_tail

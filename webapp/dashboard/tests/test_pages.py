@@ -100,6 +100,24 @@ def test_candidate_code_is_escaped_on_the_iteration_page(alice_client, alice, te
     assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
 
 
+def test_the_iteration_page_says_which_sandbox_layers_the_host_could_not_apply(
+    alice_client, alice, team
+):
+    job = seed_job(
+        user=alice, team=team, title="x", shapes=[("softmax", "64x64", "fp32")], steps=1
+    ).job
+    it = Iteration.objects.get(job=job, seq=1)
+    page = alice_client.get(f"/jobs/{job.id}/iterations/1/").content.decode()
+    assert "Sandbox layers" not in page
+    it.evaluation["isolation"] = {
+        "pid": "none (unshare failed)",
+        "missing": ["pid: none (unshare failed)"],
+    }
+    it.save(update_fields=["evaluation"])
+    page = alice_client.get(f"/jobs/{job.id}/iterations/1/").content.decode()
+    assert "Sandbox layers this host could not apply: pid: none (unshare failed)" in page
+
+
 def test_it_serves_the_ncu_report_only_from_the_media_folder(alice_client, runs, media):
     job, _ = runs
     response = alice_client.get(f"/jobs/{job.id}/iterations/2/ncu-rep/")

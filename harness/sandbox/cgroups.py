@@ -2,7 +2,7 @@
 
 RLIMIT_AS breaks CUDA start-up (RELIABILITY 3.3), and RLIMIT_NPROC does not apply to root, so
 memory and fork bombs are bounded here instead. The child joins its own group first thing
-(harness/sandbox_boot.py), and the parent kills whatever is left in it when the child ends,
+(harness/sandbox/boot.py; the wrapping tool's view builder first, mounts.py), and the parent kills whatever is left in it when the child ends,
 which also catches grandchildren that left the process group with setsid().
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import time
 import uuid
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path("/sys/fs/cgroup")
+_NAME = re.compile(r"^kernelforge-(\d+)-(\d+)-[0-9a-f]+$")
 
 
 @dataclass
@@ -36,6 +38,17 @@ class CgroupSet:
                 for line in (d / "cgroup.procs").read_text().split():
                     found.add(int(line))
         return found
+
+    def oom_kills(self) -> int:
+        """Processes the kernel killed for going over the memory limit (0 if unknown)."""
+        for d in self.dirs:
+            for name in ("memory.events", "memory.oom_control"):  # v2, v1
+                with contextlib.suppress(OSError, ValueError):
+                    for line in (d / name).read_text().splitlines():
+                        key, _, value = line.partition(" ")
+                        if key == "oom_kill":
+                            return int(value)
+        return 0
 
     def kill_all(self, timeout_s: float = 5.0) -> None:
         """SIGKILL every process left in the group(s); retry while a fork bomb keeps forking."""
@@ -67,6 +80,13 @@ class CgroupSet:
                     time.sleep(0.02)
 
 
+def join(procs_files: list[str] | tuple[str, ...]) -> None:
+    """Inside the child (or the tool that wraps it): move this process into its groups."""
+    for path in procs_files:
+        with open(path, "w") as f:
+            f.write("0")  # "0": the writing process (its pid differs inside a PID namespace)
+
+
 def _v1_dir(controller: str) -> Path | None:
     base = ROOT / controller
     return base if (base / "cgroup.procs").exists() else None
@@ -80,9 +100,33 @@ def _own_v2_path() -> Path | None:
     return None
 
 
-def create(memory_bytes: int, max_pids: int) -> CgroupSet:
-    """Make a fresh group with the limits; returns kind "none" (and why) where we cannot."""
-    name = f"kernelforge-{uuid.uuid4().hex[:12]}"
+def _parents() -> list[Path]:
+    """Where this module makes groups: the v1 memory and pids roots, or v2 (ours, the root)."""
+    if _v1_dir("memory") is not None and _v1_dir("pids") is not None:
+        return [ROOT / "memory", ROOT / "pids"]
+    if (ROOT / "cgroup.controllers").exists():
+        return list(dict.fromkeys([_own_v2_path() or ROOT, ROOT]))
+    return []
+
+
+def sweep(owner_alive) -> int:
+    """Kill and remove the groups made by processes that are gone (`owner_alive(pid, ticks)`
+    says which are not): a parent killed mid-run leaves its child's group behind."""
+    removed = 0
+    for parent in _parents():
+        with contextlib.suppress(OSError):
+            for d in parent.iterdir():
+                m = _NAME.match(d.name)
+                if m and not owner_alive(int(m.group(1)), int(m.group(2))):
+                    CgroupSet([d]).remove()
+                    removed += not d.exists()
+    return removed
+
+
+def create(memory_bytes: int, max_pids: int, owner: str = "0-0") -> CgroupSet:
+    """Make a fresh group with the limits; returns kind "none" (and why) where we cannot.
+    `owner` ("<pid>-<start ticks>" of the maker, scratch.owner()) lets sweep() find orphans."""
+    name = f"kernelforge-{owner}-{uuid.uuid4().hex[:12]}"
     mem, pids = _v1_dir("memory"), _v1_dir("pids")
     if mem is not None and pids is not None:
         made: list[Path] = []

@@ -1,0 +1,259 @@
+"""Parent side: start one sandbox child process (not yet told its job), and end it.
+
+The command line is `[namespaces] [view + tool] python -I -c <boot>`: util-linux makes the
+namespaces (namespaces.py); a wrapping tool (ncu, compute-sanitizer) runs inside them, after
+the mount view was built for both (mounts.exec_in_view); boot.py locks the child down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from harness.config import Limits
+from harness.sandbox import cgroups, namespaces, scratch
+from harness.sandbox.protocol import ChildLimits, Claim, SpawnSettings, dumps
+
+REPO_ROOT = str(Path(__file__).resolve().parent.parent.parent)
+# `python -I` ignores PYTHONPATH, but a child must import the same packages as its parent (an
+# operator's extra site folder, e.g. pinned wheels installed with --target, ahead of the
+# system's): the parent's entries are passed on explicitly. The candidate cannot set them.
+PATHS = [REPO_ROOT, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+_PRELUDE = f"import sys; sys.path[:0] = {PATHS!r}; "
+BOOT = _PRELUDE + "from harness.sandbox.boot import main; main()"
+VIEW_EXEC = _PRELUDE + "from harness.sandbox.mounts import exec_in_view; exec_in_view()"
+
+# Passed through when set; everything else (API keys, DATABASE_URL, REDIS_URL...) is dropped.
+ENV_ALLOW = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "LD_LIBRARY_PATH",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "TORCH_CUDA_ARCH_LIST",
+    "NCCL_NVLS_ENABLE",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+    "NVSHMEM_DISABLE_NVLS",
+)
+
+
+def child_env(workdir: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: os.environ[k] for k in ENV_ALLOW if k in os.environ}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.update(
+        HOME=workdir,
+        TMPDIR=workdir,
+        TRITON_CACHE_DIR=os.path.join(workdir, "triton-cache"),
+        TORCH_EXTENSIONS_DIR=os.path.join(workdir, "torch-extensions"),
+        TORCHINDUCTOR_CACHE_DIR=os.path.join(workdir, "inductor-cache"),
+        TRITON_HOME=workdir,
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONUNBUFFERED="1",
+        OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "2"),
+        # numpy's OpenBLAS starts its thread pool when torch imports numpy. In a warm spare
+        # that happens before Landlock, which does not cover threads that already exist.
+        OPENBLAS_NUM_THREADS="1",
+    )
+    env.update(extra or {})
+    return env
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything a child gets before it knows its job; a spare serves only an equal one."""
+
+    limits: Limits
+    cuda: bool
+    isolate_net: bool  # its own network namespace (and Landlock: no TCP)
+    isolate_fs: bool  # Landlock: nothing writable outside the workdir
+    isolate_ns: bool  # its own PID, mount and IPC namespaces, private view of the filesystem
+    ns_note: str  # why not, when isolate_ns is off ("none (...)"; "" for: not asked for)
+    env_extra: tuple[tuple[str, str], ...]
+    # The allow-listed parent environment at the time (CUDA_VISIBLE_DEVICES may change).
+    base_env: tuple[tuple[str, str], ...]
+    python: str = sys.executable
+
+    @classmethod
+    def of(cls, limits, cuda, isolate_net, isolate_fs, isolate_ns, ns_note, env_extra) -> Config:
+        base = child_env("/kf-workdir")  # the workdir-derived values are set at the claim
+        return cls(
+            limits,
+            cuda,
+            isolate_net,
+            isolate_fs,
+            isolate_ns,
+            ns_note,
+            tuple(sorted((env_extra or {}).items())),
+            tuple(sorted(base.items())),
+        )
+
+
+class CappedOutput:
+    """Drains a stream, keeping the first and last `cap/2` bytes so a flood cannot hurt us."""
+
+    def __init__(self, stream, cap: int) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+        self.half = cap // 2
+        self.thread = threading.Thread(target=self._drain, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _drain(self, stream) -> None:
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            if len(self.head) < self.half:
+                take = self.half - len(self.head)
+                self.head += chunk[:take]
+                chunk = chunk[take:]
+            self.tail += chunk
+            if len(self.tail) > self.half:
+                excess = len(self.tail) - self.half
+                self.dropped += excess
+                del self.tail[:excess]
+
+    def text(self) -> str:
+        self.thread.join(timeout=2)
+        middle = f"\n[... {self.dropped} bytes dropped ...]\n".encode() if self.dropped else b""
+        return (bytes(self.head) + middle + bytes(self.tail)).decode(errors="replace")
+
+
+@dataclass(eq=False)
+class Started:
+    """A child process with its cgroup and pipes; it has not been told its job yet."""
+
+    config: Config
+    proc: subprocess.Popen
+    group: cgroups.CgroupSet
+    read_fd: int
+    output: CappedOutput
+    spawn: SpawnSettings  # what it was told at its start (its namespaces among them)
+    scratch: str | None = None  # a spare's own HOME and cwd until its claim
+    timer: threading.Timer | None = None
+
+    def cleanup(self) -> None:
+        """After the child ended (or to end it): nothing of it stays behind."""
+        if self.timer:
+            self.timer.cancel()
+        kill_group(self.proc.pid)
+        self.group.kill_all()
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
+        self.proc.wait()
+        with contextlib.suppress(OSError):
+            os.close(self.read_fd)
+        self.group.remove()
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def start(
+    config: Config,
+    workdir: str,
+    *,
+    warm: bool,
+    idle_s: float,
+    wrapper: list[str] | None = None,
+    settings_path: str | None = None,
+    claim: Claim | None = None,
+) -> Started | str:
+    """Spawn a child and hand it its spawn settings; returns why not when it cannot start."""
+    limits = config.limits
+    group = cgroups.create(limits.memory_bytes, limits.max_pids, scratch.owner())
+    read_fd, write_fd = os.pipe()
+    ns_argv, made = namespaces.wrapper(ns=config.isolate_ns, net=config.isolate_net)
+    if "pid" in made:
+        ns_note = ""
+    elif config.isolate_ns:
+        ns_note = f"none ({namespaces.support().note})"
+    else:
+        ns_note = config.ns_note or "none (not asked for by this phase)"
+    spawn = SpawnSettings(
+        fd=write_fd,
+        warm=warm,
+        idle_s=idle_s,
+        cuda=config.cuda,
+        isolate_net=config.isolate_net,
+        isolate_fs=config.isolate_fs,
+        undumpable=wrapper is None,
+        cgroup_procs=tuple(group.procs_files),
+        cgroup_kind=group.kind,
+        limits=ChildLimits(
+            cpu_s=limits.cpu_s,
+            max_file_bytes=limits.max_file_bytes,
+            max_open_files=limits.max_open_files,
+            max_pids=limits.max_pids,
+            memory_bytes=limits.memory_bytes,
+            cgroup=bool(group.dirs),
+        ),
+        namespaces=made,
+        ns_note=ns_note,
+    )
+    env = child_env(workdir, dict(config.env_extra))
+    argv = list(ns_argv)
+    if wrapper:
+        if ns_argv and config.isolate_ns:  # the tool and its child share one view
+            argv += [config.python, "-I", "-c", VIEW_EXEC]
+        argv += wrapper
+    argv += [config.python, "-I", "-c", BOOT]
+    if settings_path:
+        # A wrapper such as ncu may not forward stdin or extra fds: use private files instead.
+        result_path = os.path.join(os.path.dirname(settings_path), "result")
+        spawn = dataclasses.replace(spawn, fd=None, result_path=result_path)
+        with open(os.open(settings_path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            json.dump({"spawn": asdict(spawn), "claim": asdict(claim) if claim else None}, f)
+        env["KF_SETTINGS_FILE"] = settings_path
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+            env=env,
+            pass_fds=() if settings_path else (write_fd,),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        os.close(read_fd)
+        os.close(write_fd)
+        group.remove()
+        return f"could not start the sandbox: {exc}"
+    os.close(write_fd)
+    output = CappedOutput(proc.stdout, limits.output_cap_bytes)
+    child = Started(config, proc, group, read_fd, output, spawn)
+    if not settings_path:
+        try:  # one short line: fits the pipe buffer, never blocks
+            proc.stdin.write(dumps(spawn) + b"\n")
+            proc.stdin.flush()
+        except OSError:
+            pass  # it died at once: its result (none) says so
+    return child
+
+
+def hand_over(child: Started, claim: Claim | None) -> bool:
+    """Give the child its job (the wrapped kind has it in its settings file already)."""
+    try:
+        if claim is not None:
+            child.proc.stdin.write(dumps(claim))
+        child.proc.stdin.close()
+    except OSError:
+        return False
+    return True
+
+
+def kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
