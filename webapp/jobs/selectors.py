@@ -1,16 +1,223 @@
-"""Reads about jobs, always scoped to what the user may see (membership of the job's team)."""
+"""Reads about jobs, always scoped to what the user may see (membership of the job's team),
+and the domain rules every reader shares: what an interpreter result is, what is implausible,
+what may be ranked, which kernel is a job's winner, and how much GPU time a task may spend.
+
+The rules are applied once, when an iteration is recorded (services.iteration_record writes
+result_facts() into Iteration.interpreter/implausible/ranked); everything else reads those
+columns: the job page and its events, the API, the leaderboards, the downloads and a model
+job's end-to-end check.
+"""
 
 from __future__ import annotations
 
+import math
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import BooleanField, Count, ExpressionWrapper, Q, QuerySet
-from django.db.models.fields.json import KT
 
-from webapp.jobs.models import Iteration, Job, Task
-from webapp.modeljobs.models import ModelRun
+from webapp.jobs.models import Iteration, Job, ModelRun, Task
+
+# --- Domain rules -----------------------------------------------------------------------------
+
+# Verdicts whose candidate became the task's best: the starting point, then every keep.
+BEST_VERDICTS = (Iteration.Verdict.KEPT, Iteration.Verdict.BASELINE)
+
+
+@dataclass(frozen=True)
+class ResultFacts:
+    """What one recorded result counts as, decided here and nowhere else."""
+
+    interpreter: bool  # timed in Triton's CPU interpreter: correctness only, never a speed
+    implausible: bool  # faster than the device's measured roof allows
+    ranked: bool  # a verified win on a GPU: ranked, downloadable, substituted into a model
+
+
+def result_facts(
+    *,
+    verdict: str,
+    speedup: float | None,
+    source: str,
+    evaluation: dict[str, Any] | None,
+    final_evaluation: dict[str, Any] | None = None,
+) -> ResultFacts:
+    """A result is ranked only if the judge made it the best (so it passed every correctness
+    stage and was not flagged), it is plausible, it was timed on a GPU, and it beats every
+    baseline it was timed against beyond noise. Never ship a loss: a first correct candidate
+    is kept however slow it is, and that alone makes nothing a winner.
+
+    When the run re-evaluated its best with the full protocol (`final_evaluation`: more
+    shapes, more samples, every baseline), that run decides: it must have passed too.
+    """
+    if final_evaluation is not None and final_evaluation.get("verdict") != "passed":
+        verdict = "failed its final verification"
+    evaluation = final_evaluation or evaluation or {}
+    timings = _dict(evaluation.get("timings"))
+    device = _dict(evaluation.get("device"))
+    interpreter = timings.get("regime") == "interpreter" or device.get("kind") == "interpreter"
+    implausible = bool(evaluation.get("implausible"))
+    ranked = (
+        verdict in BEST_VERDICTS
+        and speedup is not None
+        and bool(source)
+        and not implausible
+        and not interpreter
+        and device.get("kind") == "cuda"
+        and beats_every_baseline(timings)
+    )
+    return ResultFacts(interpreter=interpreter, implausible=implausible, ranked=ranked)
+
+
+def beats_every_baseline(timings: dict[str, Any]) -> bool:
+    """True when, for every baseline timed, the speedup's lower bound is above 1: the bootstrap
+    95 % interval where the harness gives one, else the speedup less the measured noise."""
+    speedups = _dict(timings.get("speedups"))
+    if not speedups:
+        return False
+    intervals = _dict(timings.get("speedup_ci"))
+    noise = timings.get("noise") or 0.0
+    for name, speedup in speedups.items():
+        if not _number(speedup):
+            return False
+        ci = intervals.get(name)
+        low = ci[0] if isinstance(ci, list | tuple) and len(ci) == 2 and _number(ci[0]) else None
+        if (low if low is not None else speedup / (1.0 + noise)) <= 1.0:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class BaselineSpeedup:
+    baseline: str  # the harness's name: "torch", "compile", "cublaslt"
+    speedup: float
+
+
+def best_baseline(evaluation: dict[str, Any] | None) -> BaselineSpeedup | None:
+    """The fastest baseline the result was timed against, and the speedup over it (the number
+    that says what a user gains over the best they would otherwise use)."""
+    speedups = _dict(_dict((evaluation or {}).get("timings")).get("speedups"))
+    timed = {name: s for name, s in speedups.items() if _number(s)}
+    if not timed:
+        return None
+    name = min(timed, key=timed.__getitem__)
+    return BaselineSpeedup(baseline=name, speedup=float(timed[name]))
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def ranked_iterations(*, jobs: QuerySet[Job]) -> QuerySet[Iteration]:
+    return Iteration.objects.filter(job__in=jobs, ranked=True)
+
+
+@dataclass(frozen=True)
+class Winner:
+    """A task's best ranked iteration: the kernel a download ships and a model job uses."""
+
+    task: Task
+    iteration: Iteration
+
+
+def job_winners(*, job_id: uuid.UUID | str) -> list[Winner]:
+    """Per task, the ranked iteration with the highest speedup (the earliest on a tie), in
+    problem order; tasks with none are served by PyTorch. One query."""
+    rows = (
+        Iteration.objects.filter(job_id=job_id, ranked=True)
+        .select_related("task__problem", "job__team")
+        .order_by("-speedup", "seq")
+    )
+    best: dict[int, Iteration] = {}
+    for it in rows:
+        best.setdefault(it.task_id, it)
+    ordered = sorted(best.values(), key=lambda it: it.task.problem.position)
+    return [Winner(task=it.task, iteration=it) for it in ordered]
+
+
+def job_has_winner(*, job_id: uuid.UUID | str) -> bool:
+    """A kernel of the job is a verified win on a GPU: there is a package to download."""
+    return Iteration.objects.filter(job_id=job_id, ranked=True).exists()
+
+
+def no_winner_reasons(*, job_id: uuid.UUID | str) -> dict[str, str]:
+    """Problem key -> why it has no winner (PyTorch serves it), for each problem without one."""
+    best: dict[str, Iteration] = {}
+    rows = (
+        Iteration.objects.filter(job_id=job_id, verdict__in=BEST_VERDICTS)
+        .select_related("task__problem")
+        .defer("source", "profile", "params")
+        .order_by("-speedup", "seq")
+    )
+    for it in rows:
+        best.setdefault(it.task.problem.key, it)
+    reasons = {}
+    for task in Task.objects.filter(job_id=job_id).select_related("problem"):
+        key = task.problem.key
+        it = best.get(key)
+        if it is not None and it.ranked:
+            continue
+        reasons[key] = _why_not_ranked(it)
+    return reasons
+
+
+def _why_not_ranked(it: Iteration | None) -> str:
+    if it is None:
+        return "no correct kernel was kept"
+    if it.interpreter:
+        return (
+            "timed only in Triton's CPU interpreter, which checks correctness and says nothing "
+            "about GPU speed"
+        )
+    if it.implausible:
+        return "its timing was faster than the device's roof allows (flagged implausible)"
+    evaluation = it.measurement
+    device = _dict(evaluation.get("device"))
+    if it.final_evaluation is not None and it.final_evaluation.get("verdict") != "passed":
+        return "it failed its final verification (the full protocol)"
+    if device.get("kind") != "cuda":
+        return "not timed on a GPU"
+    best = best_baseline(evaluation)
+    regime = _dict(evaluation.get("timings")).get("regime", "")
+    if best is None:
+        return "not timed against a baseline"
+    return (
+        f"best kept kernel {best.speedup:.2f}x vs {best.baseline} on {device.get('name', '')} "
+        f"({regime} timing): not verified faster than PyTorch (slower, or within noise)"
+    )
+
+
+def no_winner_message(*, job_id: uuid.UUID | str) -> str:
+    """Why a job whose kernels were kept has no winner, in words for its page and the API;
+    "" while nothing was kept (there is nothing to explain yet)."""
+    if not Iteration.objects.filter(job_id=job_id, verdict__in=BEST_VERDICTS).exists():
+        return ""
+    return (
+        "No kernel of this job was verified faster than PyTorch on a GPU, so there is nothing "
+        "to download: PyTorch stays the fastest choice for these shapes. (Timings from Triton's "
+        "CPU interpreter check correctness only and never count.)"
+    )
+
+
+def task_budget_s(*, task_id: int) -> float:
+    """The GPU seconds a task may spend (workers/agent.py caps the agent with them): a model
+    job's Amdahl plan funds each problem by its expected gain; other jobs split their budget
+    evenly over their tasks."""
+    task = Task.objects.select_related("problem", "job").get(id=task_id)
+    plan = ModelRun.objects.filter(job_id=task.job_id).values_list("plan", flat=True).first() or {}
+    for item in plan.get("items", []):
+        if item["key"] == task.problem.key:
+            return float(item["budget_s"])
+    n_tasks = Task.objects.filter(job_id=task.job_id).count() or 1
+    return task.job.gpu_minutes * 60.0 / n_tasks
+
+
+# --- Jobs, as the pages and the API read them ---------------------------------------------------
 
 
 def jobs_visible_to(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Job]:
@@ -43,9 +250,8 @@ def iterations_after(
         Iteration.objects.filter(job_id=job_id, seq__gt=after_seq)
         .select_related("task__problem")
         # Events never carry the large fields: reading them made a 1,000-event backfill slow.
-        .defer("source", "evaluation", "params", "profile")
+        .defer("source", "evaluation", "final_evaluation", "params", "profile")
         .annotate(profile_present=ExpressionWrapper(Q(profile__isnull=False), BooleanField()))
-        .annotate(timing_regime=KT("evaluation__timings__regime"))
         .order_by("seq")[:limit]
     )
     return [iteration_event(row) for row in rows]
@@ -68,7 +274,8 @@ def iteration_event(it: Iteration) -> dict[str, Any]:
         "best_speedup": it.best_speedup,
         # Triton CPU-interpreter timings check correctness only; the page must not show their
         # ratios as speedups.
-        "interpreter": _timing_regime(it) == "interpreter",
+        "interpreter": it.interpreter,
+        "ranked": it.ranked,
         "elapsed_s": round(it.elapsed_s, 3),
         "has_profile": _has_profile(it),
         # For the dashboard's live chart and budget meters (issue 7).
@@ -76,12 +283,6 @@ def iteration_event(it: Iteration) -> dict[str, Any]:
         "gpu_s": it.gpu_s,
         "llm_cost_usd": it.llm_cost_usd,
     }
-
-
-def _timing_regime(it: Iteration) -> str | None:
-    if hasattr(it, "timing_regime"):  # annotated where the evaluation JSON is deferred
-        return it.timing_regime
-    return ((it.evaluation or {}).get("timings") or {}).get("regime")
 
 
 def _has_profile(it: Iteration) -> bool:
@@ -119,3 +320,10 @@ def job_status_event(*, job_id: uuid.UUID | str) -> dict[str, Any]:
             for t in tasks
         ],
     }
+
+
+# --- Model jobs -------------------------------------------------------------------------------
+
+
+def model_run_for_job(*, job_id: uuid.UUID | str) -> ModelRun | None:
+    return ModelRun.objects.filter(job_id=job_id).first()
