@@ -104,9 +104,11 @@ def _stats(median: float, rng: random.Random) -> dict[str, float]:
 
 
 def evaluation(problem: kernels.Problem, *, verdict: str, candidate_us: float, rng: random.Random,
-               device: dict | None = None) -> dict[str, Any]:  # fmt: skip
+               device: dict | None = None, torch_us: float | None = None) -> dict[str, Any]:  # fmt: skip
+    """`torch_us`: what eager PyTorch takes at this shape (the same in every step of a run)."""
     op = kernels.get_op(problem.op)
-    torch_us = candidate_us if verdict == "baseline" else None
+    if verdict == "baseline":
+        torch_us = candidate_us
     baselines = {"torch": 1.0, "compile": 0.78}
     base_torch = torch_us or 48.0 * op.bytes_moved(problem) / 67_108_864
     stats = {name: _stats(base_torch * f, rng) for name, f in baselines.items()}
@@ -251,7 +253,9 @@ def seed_job(*, user: Any, team: Team, title: str, shapes: list[tuple[str, str, 
                 us = (best_us or base_us) * rng.uniform(0.72, 0.9)
             else:
                 us = (best_us or base_us) * rng.uniform(1.02, 1.25)
-            ev = evaluation(problem, verdict=verdict, candidate_us=us, rng=rng, device=device)
+            ev = evaluation(
+                problem, verdict=verdict, candidate_us=us, rng=rng, device=device, torch_us=base_us
+            )
             if verdict == "baseline":
                 ev["timings"]["baselines"]["torch"] = _stats(us * 1.0, rng)
             speedup = None
