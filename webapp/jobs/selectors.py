@@ -51,8 +51,7 @@ def result_facts(
     When the run re-evaluated its best with the full protocol (`final_evaluation`: more
     shapes, more samples, every baseline), that run decides: it must have passed too.
     """
-    if final_evaluation is not None and final_evaluation.get("verdict") != "passed":
-        verdict = "failed its final verification"
+    final_failed = final_evaluation is not None and final_evaluation.get("verdict") != "passed"
     evaluation = final_evaluation or evaluation or {}
     timings = _dict(evaluation.get("timings"))
     device = _dict(evaluation.get("device"))
@@ -60,6 +59,7 @@ def result_facts(
     implausible = bool(evaluation.get("implausible"))
     ranked = (
         verdict in BEST_VERDICTS
+        and not final_failed
         and speedup is not None
         and bool(source)
         and not implausible
@@ -176,10 +176,10 @@ def _why_not_ranked(it: Iteration | None) -> str:
         )
     if it.implausible:
         return "its timing was faster than the device's roof allows (flagged implausible)"
-    evaluation = it.measurement
-    device = _dict(evaluation.get("device"))
     if it.final_evaluation is not None and it.final_evaluation.get("verdict") != "passed":
         return "it failed its final verification (the full protocol)"
+    evaluation = it.measurement
+    device = _dict(evaluation.get("device"))
     if device.get("kind") != "cuda":
         return "not timed on a GPU"
     best = best_baseline(evaluation)

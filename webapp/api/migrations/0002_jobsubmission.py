@@ -1,4 +1,4 @@
-"""Issue 18: a job's budget is Job.gpu_minutes now (jobs 0003 copied it there); what stays here
+"""Issue 18: a job's budget is Job.gpu_minutes now (jobs 0004 copied it there); what stays here
 is which token submitted the job."""
 
 import django.db.models.deletion
