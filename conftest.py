@@ -88,10 +88,18 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
     started: list[WorkerProcess] = []
 
     def start(
-        *, queues: str = "cpu,control", beat: bool = False, env: dict[str, str] | None = None
+        *,
+        queues: str = "cpu,control",
+        beat: bool = False,
+        env: dict[str, str] | None = None,
+        concurrency: int = 1,
     ) -> WorkerProcess:
         worker = WorkerProcess(
-            queues=queues, extra_env=env, beat=beat, log_path=tmp_path / f"worker{len(started)}.log"
+            queues=queues,
+            extra_env=env,
+            beat=beat,
+            log_path=tmp_path / f"worker{len(started)}.log",
+            concurrency=concurrency,
         )
         started.append(worker)
         worker.wait_ready()

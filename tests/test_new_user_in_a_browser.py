@@ -15,13 +15,14 @@ from pathlib import Path
 import pytest
 from test_up_in_a_browser import CHROMIUM, CHROMIUM_ARGS
 
+import kernels
 from kforge.tests.test_end_to_end import api_server  # noqa: F401  (fixture: daphne, test DB)
 from webapp.api.models import ApiToken
 from webapp.api.tests.conftest import FakeWorker
 from webapp.dashboard.demo import seed_job
 from webapp.dashboard.tests.cpu_run import seed_cpu_run
-from webapp.jobs import services
 from webapp.jobs.models import Iteration, Job
+from webapp.jobs.tests.support import shape_job
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -127,9 +128,9 @@ def test_a_cpu_run_reads_as_interpreter_results_everywhere(page, alice, team):
 def test_tiny_interpreter_ratios_get_plain_axis_numbers(page, alice, team):
     from playwright.sync_api import expect
 
-    job = services.job_create_from_shapes(
-        user=alice, team=team, title="Tiny ratios", queue="cpu",
-        problems=[__import__("kernels").parse_problem("rmsnorm", "64x1024", "fp32")],
+    job = shape_job(
+        alice, team, [kernels.parse_problem("rmsnorm", "64x1024", "fp32")], title="Tiny ratios",
+        queue="cpu",
     )  # fmt: skip
     worker = FakeWorker(job.tasks.get().id)
     for ratio in (0.00031, 0.00052, 0.00097):

@@ -31,8 +31,7 @@ INSTALLED_APPS = [
     "django.contrib.humanize",  # naturaltime: "just now", not "0 minutes ago"
     "channels",
     "webapp.accounts",
-    "webapp.jobs",
-    "webapp.modeljobs",  # model jobs: profile, Amdahl plan, end-to-end check (issue 6)
+    "webapp.jobs",  # jobs of shape sets and models (profile, Amdahl plan, end-to-end check)
     "webapp.embedded",
     "ninja",  # serves the API docs' assets locally (no CDN)
     "webapp.api",
@@ -108,9 +107,16 @@ MEDIA_ROOT = Path(envstr("KF_MEDIA_ROOT", str(VAR_DIR / "media")))
 
 # --- Uploads and job limits (bad input gets a message on the form; nothing is half-made).
 KF_MAX_SHAPE_FILE_BYTES = envint("KF_MAX_SHAPE_FILE_BYTES", 256 * 1024)
-KF_MAX_MODEL_FILE_BYTES = envint("KF_MAX_MODEL_FILE_BYTES", 512 * 1024 * 1024)
+# A model is source text (a KernelBench .py, or a .zip of them): a few kB to a few MB.
+KF_MAX_MODEL_FILE_BYTES = envint("KF_MAX_MODEL_FILE_BYTES", 32 * 1024 * 1024)
 KF_MAX_PROBLEMS_PER_JOB = envint("KF_MAX_PROBLEMS_PER_JOB", 64)
-# Uploads above this go to a temporary file instead of memory.
+# The largest request body the web server accepts at all (a model upload with its form
+# fields). webapp/server.py refuses a larger declared Content-Length before reading the body,
+# and cuts off a body without one at this size: daphne hands the application a whole body at
+# once, in memory, so this also bounds the server's memory per request.
+KF_MAX_REQUEST_BYTES = KF_MAX_MODEL_FILE_BYTES + 64 * 1024
+# Django streams uploads above this to a temporary file instead of memory; the ASGI handler
+# spools the body the same way (SpooledTemporaryFile of this size).
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 
 # --- REST API (webapp/api): per-team quotas and request limits; errors carry stable codes.
@@ -143,9 +149,14 @@ CHANNEL_LAYERS = {
 
 # --- Celery (R4.1-R4.7). Settings are read by workers/celery.py with namespace "CELERY".
 # Queues: one per GPU model ("gpu.h100", ...), "cpu" for the interpreter worker, and "control"
-# for short housekeeping (the watchdog) so it never waits behind a GPU job.
+# for short housekeeping (the watchdog) and the CPU jobs' model checks, served by a worker of
+# its own (`up` and docker/compose.yml always start one) so it never waits behind a long
+# optimization. A GPU job's model check must time on its GPU: it is sent to the GPU's queue at
+# a higher priority than optimizations (Redis serves priority 0 first), so it runs next.
 KF_QUEUES = envlist("KF_QUEUES", "cpu")
 KF_CONTROL_QUEUE = "control"
+KF_CHECK_PRIORITY = 0
+KF_OPTIMIZE_PRIORITY = 6
 KF_TASK_TIME_LIMIT_S = envint("KF_TASK_TIME_LIMIT_S", 6 * 3600)
 KF_TASK_SOFT_TIME_LIMIT_S = envint("KF_TASK_SOFT_TIME_LIMIT_S", KF_TASK_TIME_LIMIT_S - 300)
 # Redelivery of an unacked message after a lost worker: longer than the longest task, or a

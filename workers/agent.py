@@ -29,12 +29,10 @@ def run_agent(problem: Problem, reporter: Reporter, *, task_id: int, resume_from
 
     from agents import optimize
     from agents.config import OptimizeConfig
-    from webapp.api.selectors import task_gpu_budget_s
+    from webapp.jobs.selectors import task_budget_s
 
     config = OptimizeConfig.from_env()
-    budget_s = task_gpu_budget_s(
-        task_id=task_id, default_minutes=settings.KF_JOB_DEFAULT_GPU_MINUTES
-    )
+    budget_s = task_budget_s(task_id=task_id)  # a model job's: its Amdahl plan's slice
     # GPU seconds are the job's currency; wall time gets the same cap so a slow CPU worker
     # (Triton's interpreter) also ends, with whatever verified best it found.
     config = config.with_(

@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 def profile_model_job(job_id: str) -> str:
     from agents.amdahl import make_plan
     from harness.model import profile_model
-    from webapp.modeljobs import services
+    from webapp.jobs import model_services as services
 
     source = services.model_profile_claim(job_id=job_id)
     if source is None:
@@ -41,25 +41,28 @@ def profile_model_job(job_id: str) -> str:
 def verify_model_job(job_id: str) -> str:
     from agents.amdahl import Plan, PlanItem, predicted_from_measured
     from harness.model import Winner, verify_model
+    from webapp.jobs import model_services as services
+    from webapp.jobs import selectors
     from webapp.jobs.models import Job
-    from webapp.modeljobs import selectors, services
 
     run = selectors.model_run_for_job(job_id=job_id)
     if run is None or run.status != run.Status.VERIFYING:
         return "skipped"
     try:
-        winners = selectors.model_winners(job_id=job_id)
+        # Per problem, its kernel verified faster on a GPU (jobs.selectors.job_winners); a
+        # download ships them only if this check finds the model faster than its best baseline.
+        winners = {w.task.problem.key: w.iteration for w in selectors.job_winners(job_id=job_id)}
         job = Job.objects.get(id=job_id)
         with job.model_file.open("rb") as f:
             source = f.read().decode("utf-8", errors="replace")
-        result = verify_model(source, [Winner(w["key"], w["source"]) for w in winners])
+        result = verify_model(source, [Winner(key, it.source) for key, it in winners.items()])
         items = [
             PlanItem(**{**i, "ceiling": i["ceiling"] or float("inf")}) for i in run.plan["items"]
         ]
         plan = Plan(items, run.plan["budget_s"], run.plan["not_optimizable_share"])
-        measured = {w["key"]: w["speedup"] for w in winners}
+        measured = {key: it.speedup for key, it in winners.items()}
         data = result.to_dict() | {
-            "winners": [{"key": w["key"], "kernel_speedup": w["speedup"]} for w in winners],
+            "winners": [{"key": key, "kernel_speedup": s} for key, s in measured.items()],
             "predicted": predicted_from_measured(plan, measured),
         }
         if result.message:

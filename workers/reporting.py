@@ -16,8 +16,7 @@ from django.conf import settings
 
 from agents.reporting import IterationEvent
 from kernels.problem import Problem
-from webapp.jobs import services
-from webapp.modeljobs import services as model_services
+from webapp.jobs import model_services, services
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +64,13 @@ class DjangoReporter:
 
     def finished(self, *, best: IterationEvent | None, stop_reason: str) -> None:
         self.outcome = ("finished", stop_reason)
+        if best is not None and best.evaluation:  # the full-protocol re-evaluation of the best
+            services.iteration_final_record(
+                task_id=self.task_id,
+                attempt=self.attempt,
+                index=best.index,
+                evaluation=best.evaluation,
+            )
         if services.task_finish(
             task_id=self.task_id, attempt=self.attempt, stop_reason=stop_reason
         ):

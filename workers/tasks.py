@@ -59,8 +59,7 @@ def watchdog() -> list[int]:
     send again the queued tasks whose message never reached the broker."""
     from django.conf import settings
 
-    from webapp.jobs import services
-    from webapp.modeljobs import services as model_services
+    from webapp.jobs import model_services, services
 
     services.tasks_send_unsent(older_than_s=settings.KF_WATCHDOG_INTERVAL_S)
     requeued = services.tasks_requeue_stale(

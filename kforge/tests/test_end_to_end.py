@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from webapp.api import services as api_services
-from webapp.api.models import JobBudget
 from webapp.api.tests.conftest import FakeWorker
+from webapp.embedded.web import web_server_argv
 from webapp.jobs.models import Job
 from workers.tests.support import live_database_url, wait_until
 
@@ -53,7 +53,7 @@ def api_server(django_db_setup, django_db_blocker, tmp_path_factory):
     )
     log = (tmp_path_factory.mktemp("daphne") / "daphne.log").open("wb")
     server = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"],
+        web_server_argv("127.0.0.1", port),  # as `manage.py up` starts it
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
@@ -136,7 +136,7 @@ def test_it_submits_and_waits_for_a_real_worker_then_reports_done(
     assert result.returncode == 0, result.stderr
     job = Job.objects.get(id=result.stdout.strip())
     assert job.status == Job.Status.DONE and job.title == "shapes.yaml"
-    assert JobBudget.objects.get(job=job).gpu_minutes == 30
+    assert job.gpu_minutes == 30
     assert "6 iter" in result.stderr, "the progress line counts every iteration streamed"
     assert f"job {job.id} (shapes.yaml, team {team.slug}): done" in result.stderr
 

@@ -14,12 +14,6 @@ def teams_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Team]:
     return Team.objects.filter(memberships__user=user).order_by("name")
 
 
-def membership_get(*, user: AbstractBaseUser | AnonymousUser, team_id: int) -> Membership | None:
-    if not user.is_authenticated:
-        return None
-    return Membership.objects.filter(user=user, team_id=team_id).select_related("team").first()
-
-
 def team_members(*, team: Team) -> QuerySet[Membership]:
     return team.memberships.select_related("user").order_by("role", "user__username")
 

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from webapp.api.models import ApiToken, JobBudget
+from webapp.api.models import ApiToken, JobSubmission
 
 
 @admin.register(ApiToken)
@@ -20,6 +20,6 @@ class ApiTokenAdmin(admin.ModelAdmin):
     readonly_fields = ("prefix", "created_at", "last_used_at")
 
 
-@admin.register(JobBudget)
-class JobBudgetAdmin(admin.ModelAdmin):
-    list_display = ("job", "gpu_minutes", "token")
+@admin.register(JobSubmission)
+class JobSubmissionAdmin(admin.ModelAdmin):
+    list_display = ("job", "token")

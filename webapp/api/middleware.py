@@ -1,8 +1,8 @@
 """Reject oversized API requests before anything parses them (413 with a stable code).
 
 JSON bodies are small (a shape set is at most KF_MAX_SHAPE_FILE_BYTES); only the multipart
-model upload may be large. Requests without a Content-Length (chunked) are still bounded by
-Django's DATA_UPLOAD_MAX_MEMORY_SIZE, which the API turns into the same error.
+model upload may be large. The web server (webapp/server.py) has already refused anything over
+KF_MAX_REQUEST_BYTES before reading it; this narrows the limit per kind of API request.
 """
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ from django.utils.decorators import sync_and_async_middleware
 from webapp.api.errors import ApiError, ErrorCode, error_response
 
 API_PREFIX = "/api/"
-MULTIPART_OVERHEAD = 64 * 1024  # form fields and part headers around the model file
 
 
 def body_limit(content_type: str) -> int:
     if content_type.startswith("multipart/form-data"):
-        return settings.KF_MAX_MODEL_FILE_BYTES + MULTIPART_OVERHEAD
+        return settings.KF_MAX_REQUEST_BYTES
     return settings.KF_API_MAX_BODY_BYTES
 
 

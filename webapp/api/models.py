@@ -1,4 +1,4 @@
-"""API tokens (stored hashed) and the GPU budget a job was submitted with.
+"""API tokens (stored hashed) and which token submitted a job.
 
 A token is shown once, at creation. We keep its first characters (`prefix`) to find the row
 and a SHA-256 of the whole token to check it: the token is 32 random bytes, so a fast hash is
@@ -40,16 +40,15 @@ class ApiToken(models.Model):
         return self.revoked_at is not None
 
 
-class JobBudget(models.Model):
-    """GPU minutes a job may spend, set at submission; the team's quota counts it while active."""
+class JobSubmission(models.Model):
+    """Which token submitted a job through the API (the job's budget is Job.gpu_minutes)."""
 
     job = models.OneToOneField(
-        Job, on_delete=models.CASCADE, primary_key=True, related_name="budget"
+        Job, on_delete=models.CASCADE, primary_key=True, related_name="api_submission"
     )
-    gpu_minutes = models.PositiveIntegerField()
     token = models.ForeignKey(
         ApiToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
 
     def __str__(self) -> str:
-        return f"{self.job_id}: {self.gpu_minutes} GPU min"
+        return f"{self.job_id} via token {self.token_id}"

@@ -150,6 +150,13 @@ class JobDetailOut(JobOut):
     tasks: list[TaskOut]
 
 
+class ModelJobOut(JobDetailOut):
+    submitted_jobs: list[uuid.UUID] = Field(
+        description="Every job this upload made: one per model file (a .zip may hold several); "
+        "the first is the one described here."
+    )
+
+
 class JobPage(Schema):
     count: int
     items: list[JobOut]
@@ -171,6 +178,11 @@ class IterationSummaryOut(Schema):
     candidate_id: str
     speedup: float | None
     best_speedup: float | None
+    interpreter: bool = Field(description="Timed in Triton's CPU interpreter: correctness only.")
+    ranked: bool = Field(
+        description="A verified win on a GPU (faster than every baseline it was timed against): "
+        "ranked, downloadable, substituted into a model."
+    )
     elapsed_s: float
     has_profile: bool
 
@@ -181,6 +193,10 @@ class IterationOut(IterationSummaryOut):
     params: dict[str, Any]
     source: str
     evaluation: dict[str, Any] | None
+    final_evaluation: dict[str, Any] | None = Field(
+        description="The task's best re-evaluated when its run ended (full protocol, every "
+        "baseline); the winner rule reads it when present."
+    )
     profile: dict[str, Any] | None
     gpu_s: float
     llm_tokens: int
@@ -201,8 +217,10 @@ class WinnerOut(Schema):
     problem: str
     seq: int
     candidate_id: str
-    speedup: float
-    interpreter: bool = Field(description="Timed in the Triton interpreter (CPU): never ranked.")
+    speedup: float = Field(description="Against eager PyTorch (the primary baseline).")
+    best_baseline: str = Field(description="The fastest baseline it was timed against.")
+    best_baseline_speedup: float = Field(description="Its speedup over that baseline (> 1).")
+    regime: str = Field(description="How it was timed (the harness's timing regime).")
     device: dict[str, Any]
     path: str = Field(description="Where the source lies in the download's zip.")
 

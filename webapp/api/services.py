@@ -1,8 +1,9 @@
-"""Writes for the API: tokens, and job submission through the web form's own validation.
+"""Writes for the API: tokens, and job submission through the web form's own path.
 
-Job submission deliberately reuses webapp.jobs (P1): the same JobForm validates (shape
-parsing, file limits, queue choices) and the same services create the job, so the API and
-the web page cannot disagree about what a valid job is. The API adds only quotas and a budget.
+Job submission is webapp.jobs': the same JobForm validates (shape parsing, file limits, queue
+choices) and the same service (submission.jobs_submit: quotas, budget, rows, messages) creates
+the jobs, so the API and the web page cannot disagree about what a valid job is. The API adds
+only its error codes and a record of which token submitted.
 """
 
 from __future__ import annotations
@@ -21,14 +22,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from webapp.accounts.models import Membership, Team
-from webapp.api import quotas
 from webapp.api.errors import ApiError, ErrorCode
-from webapp.api.models import ApiToken, JobBudget
+from webapp.api.models import ApiToken, JobSubmission
 from webapp.api.selectors import Principal
 from webapp.jobs import services as job_services
 from webapp.jobs.forms import JobForm
 from webapp.jobs.models import Job
+from webapp.jobs.quotas import QuotaExceeded
 from webapp.jobs.shapes import ShapeFormat
+from webapp.jobs.submission import JobRequest, jobs_submit
 
 TOKEN_PREFIX = "kf_"
 PREFIX_CHARS = 10  # random part of the lookup prefix
@@ -150,9 +152,8 @@ def job_submit_shapes(
     queue: str | None = None,
     gpu_minutes: int | None = None,
 ) -> Job:
-    """Validate like the web form, check the team's quotas, then job_create_from_shapes."""
+    """Validate like the web form, then submit like it (quotas and budget included)."""
     team = team_for_submission(principal=principal, slug=team_slug)
-    minutes = _gpu_minutes(gpu_minutes)
     data = {
         "team": team.id,
         "title": title,
@@ -166,17 +167,7 @@ def job_submit_shapes(
         # As an upload named for its format, so the form's size and UTF-8 checks apply too.
         files["shapes_file"] = SimpleUploadedFile(f"shapes.{fmt.value}", shapes.encode())
     form = _validated_form(user=principal.user, data=data, files=files)
-    with transaction.atomic():
-        # Concurrent submissions of one team check their quotas one at a time.
-        quotas.quota_check_locked(team_id=team.id, gpu_minutes=minutes)
-        job = job_services.job_create_from_shapes(
-            user=principal.user,
-            team=team,
-            title=form.cleaned_data["title"],
-            problems=form.problems,
-            queue=form.cleaned_data["queue"],
-        )
-        JobBudget.objects.create(job=job, gpu_minutes=minutes, token=principal.token)
+    (job,) = _submit(principal, form, gpu_minutes)
     return job
 
 
@@ -186,33 +177,39 @@ def job_submit_model(
     team_slug: str,
     title: str,
     model_file: UploadedFile,
+    queue: str | None = None,
     gpu_minutes: int | None = None,
-) -> Job:
-    """Store a model file like the web form does (it waits for the model profiler)."""
+) -> list[Job]:
+    """A model file (or a .zip of them: one job each), profiled and optimized like the form's."""
     team = team_for_submission(principal=principal, slug=team_slug)
-    minutes = _gpu_minutes(gpu_minutes)
     data = {
         "team": team.id,
         "title": title,
         "kind": Job.Kind.MODEL,
-        "queue": settings.KF_QUEUES[0],
+        "queue": queue or settings.KF_QUEUES[0],
     }
     form = _validated_form(user=principal.user, data=data, files={"model_file": model_file})
+    return _submit(principal, form, gpu_minutes)
+
+
+def _submit(principal: Principal, form: JobForm, gpu_minutes: int | None) -> list[Job]:
+    minutes = _gpu_minutes(gpu_minutes)
     with transaction.atomic():
-        quotas.quota_check_locked(team_id=team.id, gpu_minutes=minutes)
-        job = job_services.job_create_from_model(
-            user=principal.user,
-            team=team,
-            title=form.cleaned_data["title"],
-            model_file=form.cleaned_data["model_file"],
+        try:
+            jobs = jobs_submit(
+                user=principal.user, request=JobRequest.from_form(form, gpu_minutes=minutes)
+            )
+        except QuotaExceeded as exc:
+            raise ApiError(ErrorCode(exc.code), exc.message, exc.details) from None
+        JobSubmission.objects.bulk_create(
+            [JobSubmission(job=job, token=principal.token) for job in jobs]
         )
-        JobBudget.objects.create(job=job, gpu_minutes=minutes, token=principal.token)
-    return job
+    return jobs
 
 
 def job_cancel(*, principal: Principal, job: Job) -> Job:
     """Ask the job to stop (idempotent while it is active); 409 once it has ended."""
-    if job.is_terminal or job.status == Job.Status.AWAITING_PROFILER:
+    if job.is_terminal:
         raise ApiError(
             ErrorCode.JOB_NOT_CANCELLABLE,
             f"The job is {job.status}; only active jobs can be cancelled.",

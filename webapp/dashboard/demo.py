@@ -23,6 +23,7 @@ import kernels
 from webapp.accounts.models import Team
 from webapp.jobs import services
 from webapp.jobs.models import Iteration, Job
+from webapp.jobs.submission import JobRequest, jobs_submit
 
 H100 = {
     "name": "NVIDIA H100 80GB HBM3 (demo data)",
@@ -103,9 +104,11 @@ def _stats(median: float, rng: random.Random) -> dict[str, float]:
 
 
 def evaluation(problem: kernels.Problem, *, verdict: str, candidate_us: float, rng: random.Random,
-               device: dict | None = None) -> dict[str, Any]:  # fmt: skip
+               device: dict | None = None, torch_us: float | None = None) -> dict[str, Any]:  # fmt: skip
+    """`torch_us`: what eager PyTorch takes at this shape (the same in every step of a run)."""
     op = kernels.get_op(problem.op)
-    torch_us = candidate_us if verdict == "baseline" else None
+    if verdict == "baseline":
+        torch_us = candidate_us
     baselines = {"torch": 1.0, "compile": 0.78}
     base_torch = torch_us or 48.0 * op.bytes_moved(problem) / 67_108_864
     stats = {name: _stats(base_torch * f, rng) for name, f in baselines.items()}
@@ -222,9 +225,7 @@ def seed_job(*, user: Any, team: Team, title: str, shapes: list[tuple[str, str, 
     rng = random.Random(seed)
     problems = [kernels.parse_problem(*s) for s in shapes]
     with transaction.atomic():
-        job = services.job_create_from_shapes(
-            user=user, team=team, title=title, problems=problems, queue="gpu.h100"
-        )
+        job = _submit(user, team, title, problems)
         claims = [
             services.task_claim(task_id=t.id, worker="demo-worker@h100")
             for t in job.tasks.order_by("id")
@@ -252,7 +253,9 @@ def seed_job(*, user: Any, team: Team, title: str, shapes: list[tuple[str, str, 
                 us = (best_us or base_us) * rng.uniform(0.72, 0.9)
             else:
                 us = (best_us or base_us) * rng.uniform(1.02, 1.25)
-            ev = evaluation(problem, verdict=verdict, candidate_us=us, rng=rng, device=device)
+            ev = evaluation(
+                problem, verdict=verdict, candidate_us=us, rng=rng, device=device, torch_us=base_us
+            )
             if verdict == "baseline":
                 ev["timings"]["baselines"]["torch"] = _stats(us * 1.0, rng)
             speedup = None
@@ -301,6 +304,14 @@ def seed_job(*, user: Any, team: Team, title: str, shapes: list[tuple[str, str, 
     return Seeded(job=job, iterations=total)
 
 
+def _submit(user: Any, team: Team, title: str, problems: list[kernels.Problem]) -> Job:
+    request = JobRequest(
+        team=team, title=title, queue="gpu.h100", gpu_minutes=30, problems=tuple(problems)
+    )
+    (job,) = jobs_submit(user=user, request=request)
+    return job
+
+
 def _spread_in_time(job: Job, spread_s: float) -> None:
     """Seeded rows are written within a second; give them the pace of a real run for charts."""
     rows = list(Iteration.objects.filter(job=job).order_by("seq").values_list("id", "seq"))
@@ -318,10 +329,7 @@ def stream_job(*, user: Any, team: Team, steps: int, rate: float, wait_s: float,
 
     problem = kernels.parse_problem("softmax", "1024x8192", "fp32")
     with transaction.atomic():
-        job = services.job_create_from_shapes(
-            user=user, team=team, title=f"Live stream at {rate:g}/s", problems=[problem],
-            queue="gpu.h100",
-        )  # fmt: skip
+        job = _submit(user, team, f"Live stream at {rate:g}/s", [problem])
         task = job.tasks.get()
         claim = services.task_claim(task_id=task.id, worker="demo-stream@h100")
     assert claim is not None

@@ -1,8 +1,8 @@
 """Reads for the dashboard pages. Each page costs a fixed number of queries, whatever the history.
 
-Team isolation comes from webapp.jobs.selectors.jobs_visible_to; leaderboard eligibility from
-webapp.api.selectors.ranked_iterations (kept, timed on a real device, not implausible, never
-the CPU interpreter), so the API and the pages rank the same rows.
+Team isolation comes from webapp.jobs.selectors.jobs_visible_to; leaderboard eligibility is
+Iteration.ranked (webapp.jobs.selectors.result_facts: a verified win on a GPU). The pages and
+the API read the same leaderboard table (models.BoardEntry) through leaderboard_groups().
 """
 
 from __future__ import annotations
@@ -32,14 +32,11 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from webapp.accounts.models import Team
-from webapp.api.models import JobBudget
-from webapp.api.selectors import interpreter_result_q, is_interpreter_result
 from webapp.dashboard.models import BoardEntry
 from webapp.jobs.models import Iteration, Job, Problem, Task
 from webapp.jobs.selectors import jobs_visible_to
 
 JOBS_PER_PAGE = 25
-ITERATIONS_PER_PAGE = 50
 GROUPS_PER_PAGE = 20
 CPU_QUEUE = "cpu"  # the Triton-interpreter worker's queue (`up` without a GPU)
 
@@ -80,7 +77,7 @@ def job_list_page(
     # The best is a GPU measurement; a job with only CPU-interpreter wins says "interp." instead.
     kept = Iteration.objects.filter(job=OuterRef("pk"), verdict=Iteration.Verdict.KEPT)
     best = (
-        kept.exclude(interpreter_result_q())
+        kept.filter(interpreter=False)
         .order_by()
         .values("job")
         .annotate(best=Max("speedup"))
@@ -103,7 +100,7 @@ def job_list_page(
         )
         .annotate(
             best_is_interpreter=ExpressionWrapper(
-                Q(best_speedup__isnull=True) & Exists(kept.filter(interpreter_result_q())),
+                Q(best_speedup__isnull=True) & Exists(kept.filter(interpreter=True)),
                 output_field=BooleanField(),
             )
         )
@@ -149,17 +146,16 @@ class Budget:
 
 
 def job_budget(*, job: Job) -> Budget:
-    """Spent against the job's budget: the API's JobBudget (or the default GPU minutes)."""
+    """Spent against the job's budget (Job.gpu_minutes, set at submission)."""
     used = Iteration.objects.filter(job=job).aggregate(
         gpu=Sum("gpu_s"), llm=Sum("llm_cost_usd"), n=Count("id")
     )
-    minutes = JobBudget.objects.filter(job=job).values_list("gpu_minutes", flat=True).first()
     queues = Task.objects.filter(job=job).aggregate(
         n=Count("id"), cpu=Count("id", filter=Q(queue=CPU_QUEUE))
     )
     return Budget(
         gpu_s=used["gpu"] or 0.0,
-        gpu_budget_s=60.0 * (minutes or settings.KF_JOB_DEFAULT_GPU_MINUTES),
+        gpu_budget_s=60.0 * job.gpu_minutes,
         llm_cost_usd=used["llm"] or 0.0,
         llm_budget_usd=settings.KF_JOB_LLM_BUDGET_USD,
         iterations=used["n"],
@@ -175,22 +171,6 @@ def job_current_hypothesis(*, job: Job) -> Iteration | None:
         .order_by("-seq")
         .first()
     )
-
-
-def job_has_winner(*, job: Job) -> bool:
-    return Iteration.objects.filter(
-        job=job, verdict=Iteration.Verdict.KEPT, speedup__isnull=False
-    ).exists()
-
-
-def job_iterations_page(*, job: Job, page: int | str = 1) -> Page:
-    rows = (
-        Iteration.objects.filter(job=job)
-        .select_related("task__problem")
-        .defer("source", "evaluation", "profile", "params")
-        .order_by("-seq")
-    )
-    return Paginator(rows, ITERATIONS_PER_PAGE).get_page(page)
 
 
 # --- Iteration page ---------------------------------------------------------------------------
@@ -362,7 +342,7 @@ def iteration_view(*, iteration: Iteration, parent: Iteration | None) -> Iterati
         timings=timing_rows(evaluation),
         metrics=metric_rows(iteration.profile, parent.profile if parent else None),
         roofline=roofline(evaluation, parent_eval),
-        interpreter=is_interpreter_result(evaluation),
+        interpreter=iteration.interpreter,
     )
 
 
@@ -377,6 +357,7 @@ class BoardRow:
     job_id: uuid.UUID
     job_title: str
     seq: int
+    candidate_id: str
     speedup: float
     speedups: dict[str, float]
     pct_of_roof: float | None
@@ -440,18 +421,33 @@ def leaderboard_page(
     problem), then the displayed iterations in full.
     With `team_slug`, only groups that team leads (its wins).
     """
+    groups = _board_entries(jobs, filters)
+    keys = sorted(groups)
+    if team_slug:
+        keys = [k for k in keys if groups[k][0][5] == team_slug]
+    page_obj = Paginator(keys, GROUPS_PER_PAGE).get_page(page)
+    shown = {k: groups[k][:per_group] for k in page_obj.object_list}
+    return page_obj, _board_groups(shown), sorted({k[1] for k in groups})
+
+
+def leaderboard_groups(
+    *, jobs: QuerySet[Job], filters: BoardFilters, per_group: int = 10
+) -> list[BoardGroup]:
+    """Every group of the board at once, as the API serves it (the pages page through them)."""
+    groups = _board_entries(jobs, filters)
+    return _board_groups({k: groups[k][:per_group] for k in sorted(groups)})
+
+
+def _board_entries(jobs: QuerySet[Job], filters: BoardFilters) -> dict:
     best = list(
         _best_per_team(jobs, filters).values_list(
             "iteration_id", "problem_key", "device", "speedup", "iteration__seq", "team__slug"
         )
     )
-    groups = _groups_from(best, None)
-    keys = sorted(groups)
-    if team_slug:
-        keys = [k for k in keys if groups[k][0][5] == team_slug]
-    paginator = Paginator(keys, GROUPS_PER_PAGE)
-    page_obj = paginator.get_page(page)
-    shown = {k: groups[k][:per_group] for k in page_obj.object_list}
+    return _groups_from(best, None)
+
+
+def _board_groups(shown: dict[tuple[str, str], list[tuple]]) -> list[BoardGroup]:
     ids = [row[0] for rows in shown.values() for row in rows]
     full = {
         it.id: it
@@ -460,11 +456,11 @@ def leaderboard_page(
         .defer("source", "profile", "params")
     }
     result = []
-    for key in page_obj.object_list:
+    for key, rows in shown.items():
         entries = []
-        for rank, row in enumerate(shown[key], start=1):
+        for rank, row in enumerate(rows, start=1):
             it = full[row[0]]
-            evaluation = it.evaluation or {}
+            evaluation = it.measurement
             timings = evaluation.get("timings") or {}
             entries.append(
                 BoardRow(
@@ -474,6 +470,7 @@ def leaderboard_page(
                     job_id=it.job_id,
                     job_title=it.job.title,
                     seq=it.seq,
+                    candidate_id=it.candidate_id,
                     speedup=it.speedup,
                     speedups=dict(sorted((timings.get("speedups") or {}).items())),
                     pct_of_roof=evaluation.get("pct_of_roof"),
@@ -482,7 +479,7 @@ def leaderboard_page(
                     family=it.family,
                 )
             )
-        problem = full[shown[key][0][0]].task.problem
+        problem = full[rows[0][0]].task.problem
         result.append(
             BoardGroup(
                 problem_key=key[0],
@@ -494,7 +491,7 @@ def leaderboard_page(
                 entries=entries,
             )
         )
-    return page_obj, result, sorted({k[1] for k in groups})
+    return result
 
 
 def board_filter_choices(*, jobs: QuerySet[Job], groups_devices: list[str]) -> dict[str, list[str]]:
@@ -518,6 +515,6 @@ def team_stats(*, team: Team) -> dict[str, Any]:
     return {
         "jobs": Job.objects.filter(team=team).count(),
         "kept": kept.count(),
-        # Interpreter ratios are no "best" (exclude() also keeps rows the JSON keys are missing in).
-        "best": kept.exclude(interpreter_result_q()).aggregate(best=Max("speedup"))["best"],
+        # Interpreter ratios are no "best" (Iteration.interpreter: jobs.selectors.result_facts).
+        "best": kept.filter(interpreter=False).aggregate(best=Max("speedup"))["best"],
     }

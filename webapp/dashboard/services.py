@@ -1,38 +1,26 @@
 """Writes of the dashboard: keeping the leaderboard rows (models.BoardEntry) current.
 
-Eligibility is webapp.api.selectors' rule (kept, timed, not implausible, on a real device,
-never the CPU interpreter), applied to one iteration at a time.
+Eligibility is Iteration.ranked, the jobs app's rule (webapp.jobs.selectors.result_facts: a
+verified win on a GPU), written when the iteration was recorded.
 """
 
 from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
-from webapp.api.selectors import is_interpreter_result, ranked_iterations
 from webapp.dashboard.models import BoardEntry
 from webapp.jobs.models import Iteration, Job
-
-
-def board_eligible(iteration: Iteration) -> bool:
-    evaluation = iteration.evaluation or {}
-    device = evaluation.get("device") or {}
-    return (
-        iteration.verdict == Iteration.Verdict.KEPT
-        and iteration.speedup is not None
-        and not evaluation.get("implausible")
-        and bool(device.get("kind"))
-        and not is_interpreter_result(evaluation)
-    )
+from webapp.jobs.selectors import ranked_iterations
 
 
 def board_offer(*, iteration: Iteration) -> bool:
     """Make this iteration its team's entry if it beats the current one (ties keep the older)."""
-    if not board_eligible(iteration):
+    if not iteration.ranked:
         return False
     problem = iteration.task.problem
     fields = {
         "problem_key": problem.key,
-        "device": str(iteration.evaluation["device"].get("name", "")),
+        "device": str(iteration.measurement["device"].get("name", "")),
         "team_id": iteration.job.team_id,
     }
     with transaction.atomic():
@@ -54,6 +42,26 @@ def board_offer(*, iteration: Iteration) -> bool:
         return True
 
 
+def board_withdraw(*, iteration: Iteration) -> bool:
+    """An iteration lost its rank (its final verification found it slower than a baseline):
+    its team's entry, if it was this iteration, falls back to the team's next best there."""
+    with transaction.atomic():
+        entry = BoardEntry.objects.select_for_update().filter(iteration=iteration).first()
+        if entry is None:
+            return False
+        entry.delete()
+        rest = (
+            ranked_iterations(jobs=Job.objects.filter(team_id=entry.team_id))
+            .filter(task__problem__key=entry.problem_key, evaluation__device__name=entry.device)
+            .select_related("task__problem", "job")
+            .order_by("-speedup", "seq")
+            .first()
+        )
+        if rest is not None:
+            board_offer(iteration=rest)
+    return True
+
+
 def board_rebuild() -> int:
     """Recompute every entry from the iterations (after deletions, or for old data)."""
     rows = (
@@ -64,7 +72,7 @@ def board_rebuild() -> int:
     )
     best: dict[tuple[str, str, int], Iteration] = {}
     for it in rows.iterator(chunk_size=2000):
-        key = (it.task.problem.key, str(it.evaluation["device"].get("name", "")), it.job.team_id)
+        key = (it.task.problem.key, str(it.measurement["device"].get("name", "")), it.job.team_id)
         best.setdefault(key, it)
     with transaction.atomic():
         BoardEntry.objects.all().delete()

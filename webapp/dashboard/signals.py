@@ -18,13 +18,22 @@ log = logging.getLogger(__name__)
 
 
 @receiver(post_save, sender=Iteration, dispatch_uid="dashboard.board_offer")
-def offer_to_board(sender: type, instance: Iteration, created: bool, **kwargs: Any) -> None:
-    if created and instance.verdict == Iteration.Verdict.KEPT:
-        from webapp.dashboard.services import board_offer
+def offer_to_board(
+    sender: type, instance: Iteration, created: bool, update_fields: Any = None, **kwargs: Any
+) -> None:
+    """A new ranked iteration is offered; one whose rank changed (its final verification) is
+    offered or withdrawn."""
+    rank_changed = update_fields is not None and "ranked" in update_fields
+    if not (created or rank_changed):
+        return
+    from webapp.dashboard.services import board_offer, board_withdraw
 
-        # The board is derived data (board_rebuild restores it): it must never cost the worker
-        # its iteration. board_offer runs in a savepoint, so a failure there rolls back alone.
-        try:
+    # The board is derived data (board_rebuild restores it): it must never cost the worker
+    # its iteration. These run in a savepoint, so a failure there rolls back alone.
+    try:
+        if instance.ranked:
             board_offer(iteration=instance)
-        except Exception:
-            log.exception("leaderboard update failed for iteration %s", instance.pk)
+        elif rank_changed:
+            board_withdraw(iteration=instance)
+    except Exception:
+        log.exception("leaderboard update failed for iteration %s", instance.pk)

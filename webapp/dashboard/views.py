@@ -6,16 +6,23 @@ import uuid
 from pathlib import Path
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 
-from webapp.api.selectors import Winner, job_winners
 from webapp.dashboard import code, selectors
 from webapp.downloads.builder import build_package
-from webapp.jobs.models import Iteration, Job
-from webapp.jobs.selectors import job_get_for_user, jobs_visible_to
+from webapp.jobs.models import Iteration, Job, Problem
+from webapp.jobs.selectors import (
+    Winner,
+    job_get_for_user,
+    jobs_visible_to,
+    model_unbeaten,
+    no_winner_message,
+    package_winners,
+)
 
 
 def _job_or_404(request: HttpRequest, job_id: uuid.UUID | str) -> Job:
@@ -47,6 +54,7 @@ def iteration_detail(request: HttpRequest, job_id: uuid.UUID, seq: int) -> HttpR
             "job": job,
             "v": view,
             "it": iteration,
+            "downloadable": iteration.ranked and not model_unbeaten(job_id=job.id),
             "parent": parent,
             "diff": rows,
             "diff_truncated": truncated,
@@ -138,18 +146,11 @@ def team_board(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "dashboard/team.html", context)
 
 
-def _package_response(request: HttpRequest, job: Job, winners: list[Winner]) -> HttpResponse:
-    if not winners:
-        raise Http404("No kept kernel to download yet")
+def _package_response(
+    request: HttpRequest, job: Job, winners: list[Winner], problems: list[Problem]
+) -> HttpResponse:
     job_url = request.build_absolute_uri(reverse("jobs:detail", args=[job.id]))
-    package = build_package(
-        job=job,
-        winners=winners,
-        problems=[w.task.problem for w in winners]
-        if len(winners) == 1
-        else list(job.problems.all()),
-        job_url=job_url,
-    )
+    package = build_package(job=job, winners=winners, problems=problems, job_url=job_url)
     response = HttpResponse(package.data, content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="{package.filename}"'
     return response
@@ -157,15 +158,28 @@ def _package_response(request: HttpRequest, job: Job, winners: list[Winner]) -> 
 
 @login_required
 def job_package(request: HttpRequest, job_id: uuid.UUID) -> HttpResponse:
+    """The job's winners as one package; with none, back to the job page, which says why."""
     job = _job_or_404(request, job_id)
-    return _package_response(request, job, job_winners(job=job))
+    winners = package_winners(job_id=job.id)
+    if not winners:
+        messages.info(request, no_winner_message(job_id=job.id))
+        return redirect("jobs:detail", job_id=job.id)
+    return _package_response(request, job, winners, list(job.problems.all()))
 
 
 @login_required
 def problem_package(request: HttpRequest, job_id: uuid.UUID, seq: int) -> HttpResponse:
-    """One kept kernel (a leaderboard entry) as its own package."""
+    """One verified win (a leaderboard entry) as its own package."""
     job = _job_or_404(request, job_id)
     iteration = _iteration_or_404(job, seq)
-    if iteration.verdict != Iteration.Verdict.KEPT or iteration.speedup is None:
-        raise Http404("Only kept kernels can be downloaded")
-    return _package_response(request, job, [Winner(task=iteration.task, iteration=iteration)])
+    if not iteration.ranked:
+        messages.info(
+            request,
+            "Only a kernel verified faster than PyTorch on a GPU has a package; this one is not.",
+        )
+        return redirect("dashboard:iteration", job_id=job.id, seq=seq)
+    if model_unbeaten(job_id=job.id):
+        messages.info(request, no_winner_message(job_id=job.id))
+        return redirect("dashboard:iteration", job_id=job.id, seq=seq)
+    winner = Winner(task=iteration.task, iteration=iteration)
+    return _package_response(request, job, [winner], [iteration.task.problem])

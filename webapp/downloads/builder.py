@@ -1,5 +1,11 @@
 """Winning kernels as a zip that is an installable Python package (the API and the pages use this).
 
+Only winners go in (webapp.jobs.selectors.package_winners: kernels verified faster than every
+baseline they were timed against, on a GPU; a model job's only once the model with them beat
+its best baseline end to end); the caller says "nothing to download" when there is none. The
+README names the device, timing regime and baseline of every number, says why each other
+problem is left to PyTorch, and for a model shows every baseline it ran against end to end.
+
     <root>/pyproject.toml, README.md, manifest.json (the API's provenance manifest)
     <root>/<pkg>/__init__.py      registers torch.ops.<pkg>.<op>, then patching.enable()
     <root>/<pkg>/dispatch.py      exact-shape table -> kernel, else fallbacks.py (PyTorch)
@@ -31,9 +37,17 @@ import torch
 from django.utils.text import slugify
 
 import kernels
-from webapp.api.archive import kernel_module, manifest
-from webapp.api.selectors import Winner
+from webapp.downloads.manifest import kernel_module, manifest
 from webapp.jobs.models import Job, Problem
+from webapp.jobs.selectors import (
+    EndToEndView,
+    Winner,
+    best_baseline,
+    end_to_end_view,
+    model_run_for_job,
+    model_unbeaten,
+    no_winner_reasons,
+)
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "template"
 MAX_TEST_ELEMENTS = 1 << 15  # per input: small enough for Triton's CPU interpreter
@@ -162,12 +176,14 @@ def _entry(winner: Winner, module: str) -> dict[str, Any]:
 def _benchmark(winners: list[Winner]) -> dict[str, Any]:
     results = []
     for w in winners:
-        evaluation = w.iteration.evaluation or {}
+        evaluation = w.iteration.measurement
+        best = best_baseline(evaluation)
         results.append(
             {
                 "problem": w.task.problem.key,
                 "speedup": w.iteration.speedup,
-                "interpreter": w.interpreter,
+                "best_baseline": best.baseline if best else None,
+                "best_baseline_speedup": best.speedup if best else None,
                 "timings": evaluation.get("timings"),
                 "tflops": evaluation.get("tflops"),
                 "gbps": evaluation.get("gbps"),
@@ -181,7 +197,7 @@ def _benchmark(winners: list[Winner]) -> dict[str, Any]:
 def _provenance(job: Job, winners: list[Winner], job_url: str) -> dict[str, Any]:
     devices = []
     for w in winners:
-        device = (w.iteration.evaluation or {}).get("device") or {}
+        device = w.iteration.measurement.get("device") or {}
         devices.append(
             {
                 "problem": w.task.problem.key,
@@ -221,37 +237,16 @@ def _pyproject(name: str, job: Job) -> str:
     )
 
 
-def _model_end_to_end(job: Job):
-    """A model job's end-to-end check (modeljobs.selectors.end_to_end_view), or None."""
-    from webapp.modeljobs.selectors import end_to_end_view, model_run_for_job
-
-    run = model_run_for_job(job_id=job.id) if job.kind == Job.Kind.MODEL else None
-    return end_to_end_view(run) if run is not None else None
-
-
-def _end_to_end_lines(view) -> list[str]:
-    """The model's end-to-end table for the README: every baseline and every way with the
-    kernels, compile times, and the verdict against the best baseline."""
-    if view is None:
-        return [
-            "",
-            "## The model end to end",
-            "",
-            "No end-to-end check has finished for this model yet, so this package replaces no",
-            "PyTorch op (its ops are registered and call PyTorch).",
-        ]
-    if view.faster:
-        verdict = (
-            f"**{view.speedup:.3f}x faster than the best baseline** ({view.best_baseline.label}, "
-            f"{view.best_baseline.offline_us:.1f} us per forward) run as: {view.best_ours.label}, "
-            f"{view.best_ours.offline_us:.1f} us; 95 % interval {view.speedup_ci[0]:.3f}-"
-            f"{view.speedup_ci[1]:.3f}x."
-        )
-    else:
-        verdict = (
-            "**Nothing beats the best baseline**, so this package replaces no PyTorch op (its "
-            f"ops are registered and call PyTorch). {view.message}"
-        )
+def _end_to_end_lines(view: EndToEndView) -> list[str]:
+    """A model's end-to-end table for the README: every baseline and every way with the
+    kernels, compile times, and the speedup over the best baseline (a model's package exists
+    only when the model with its kernels beat that baseline: selectors.package_winners)."""
+    verdict = (
+        f"**{view.speedup:.3f}x faster than the best baseline** ({view.best_baseline.label}, "
+        f"{view.best_baseline.offline_us:.1f} us per forward) run as: {view.best_ours.label}, "
+        f"{view.best_ours.offline_us:.1f} us; 95 % interval {view.speedup_ci[0]:.3f}-"
+        f"{view.speedup_ci[1]:.3f}x."
+    )
     rows = [
         f"| {r.label} | {'with the kernels' if r.side == 'ours' else 'PyTorch only'} | "
         + (
@@ -274,13 +269,41 @@ def _end_to_end_lines(view) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class ReadmeRow:
+    """One number of the README with what it was measured on and against."""
+
+    op: str
+    problem: str
+    speedup: float  # over the best baseline
+    baseline: str
+    vs_torch: float | None
+    device: str
+    regime: str
+
+
+def _readme_row(winner: Winner) -> ReadmeRow:
+    it = winner.iteration
+    evaluation = it.measurement
+    best = best_baseline(evaluation)
+    return ReadmeRow(
+        op=op_name(winner.task.problem),
+        problem=winner.task.problem.key,
+        speedup=best.speedup if best else it.speedup,
+        baseline=best.baseline if best else "torch",
+        vs_torch=((evaluation.get("timings") or {}).get("speedups") or {}).get("torch"),
+        device=str((evaluation.get("device") or {}).get("name", "")),
+        regime=str((evaluation.get("timings") or {}).get("regime", "")),
+    )
+
+
 def _readme(
     name: str,
     job: Job,
     job_url: str,
-    entries: list[dict],
-    missing: list[str],
-    model=None,
+    rows: list[ReadmeRow],
+    missing: dict[str, str],
+    model: EndToEndView | None,
 ) -> str:
     lines = [
         f"# {name}",
@@ -291,7 +314,22 @@ def _readme(
         f"    python -c 'import {name}, torch; print(torch.ops.{name})'",
         f"    TRITON_INTERPRET=1 python -m pytest --pyargs {name}   # without a GPU",
         "",
-        f"`import {name}` replaces the public PyTorch functions of the ops below",
+        "Every kernel here passed every correctness check and was timed faster than every",
+        "baseline it was measured against, on a GPU. Each number below is its speedup over the",
+        "fastest of those baselines (torch: eager PyTorch; compile: torch.compile; cublaslt:",
+        "cuBLASLt's best algorithm), on the device and in the timing regime named beside it.",
+        "On another GPU the kernels still serve these shapes, but their speed there was not",
+        "measured; every other shape or dtype runs PyTorch.",
+        "",
+        "| op | problem | speedup | over (fastest baseline) | vs eager PyTorch | device | timing regime |",
+        "|---|---|---|---|---|---|---|",
+        *[
+            f"| {r.op} | {r.problem} | {r.speedup:.2f}x | {r.baseline} | "
+            f"{f'{r.vs_torch:.2f}x' if r.vs_torch is not None else '-'} | {r.device} | {r.regime} |"
+            for r in rows
+        ],
+        "",
+        f"`import {name}` replaces the public PyTorch functions of the ops above",
         "(torch.nn.functional.rms_norm, layer_norm, softmax, cross_entropy, linear,",
         "scaled_dot_product_attention; torch.matmul, torch.softmax, torch.sum): a call with a",
         "winning kernel's exact shape (leading dims of row-wise ops count as rows), dtype,",
@@ -306,14 +344,11 @@ def _readme(
         f"    {name}.disable() / {name}.enable()   PyTorch's originals back / kernels again",
         f"    {name}.stats()                       kernel runs and PyTorch fallbacks so far",
         f"    {name.upper()}_NO_PATCH=1 (or KERNELFORGE_NO_PATCH=1)   import without replacing",
-        "",
-        "| op | problem | speedup |",
-        "|---|---|---|",
-        *[f"| {e['name']} | {e['problem']} | {e['speedup']:.2f}x |" for e in entries],
     ]
     if missing:
-        lines += ["", "No kernel won for: " + ", ".join(missing) + " (PyTorch serves them)."]
-    if job.kind == Job.Kind.MODEL:
+        lines += ["", "PyTorch serves these problems unchanged (no verified win):", ""]
+        lines += [f"- {key}: {why}." for key, why in missing.items()]
+    if model is not None:
         lines += _end_to_end_lines(model)
     return "\n".join(lines) + "\n"
 
@@ -321,14 +356,17 @@ def _readme(
 def build_package(
     *, job: Job, winners: list[Winner], problems: list[Problem], job_url: str = ""
 ) -> Package:
-    """The zip for these winners (all of a job's, or one problem's)."""
+    """The zip for these winners (all of a job's, or one problem's); only ranked iterations
+    (verified wins on a GPU) may be packaged, and a model job's only once the model with them
+    beat its best baseline end to end (selectors.package_winners)."""
+    if not winners or not all(w.iteration.ranked for w in winners):
+        raise ValueError("a package holds only verified wins on a GPU, and at least one")
+    if model_unbeaten(job_id=job.id):
+        raise ValueError("a model job's kernels ship only when the model beat its best baseline")
     name = package_name(job.title)
     root = name.replace("_", "-")
-    model = _model_end_to_end(job)
-    if job.kind == Job.Kind.MODEL and not (model and model.faster):
-        # Never ship a loss: a model's kernels replace PyTorch ops only when the model with
-        # them beat its best baseline (eager, CUDA graphs, torch.compile) end to end.
-        winners = []
+    run = model_run_for_job(job_id=job.id) if job.kind == Job.Kind.MODEL else None
+    model = end_to_end_view(run) if run is not None else None
     entries, cases, ops = [], [], {}
     modules: dict[str, str] = {}
     for winner in winners:
@@ -340,6 +378,7 @@ def build_package(
         ops[op_name(p)] = {"op": p.op, "layout": p.layout, **_contract(p.op)}
     won = {w.task.problem_id for w in winners}
     missing = [p.key for p in problems if p.id not in won]
+    reasons = no_winner_reasons(job_id=job.id) if missing else {}
     for p in problems:  # problems with no winner still get their op registered (PyTorch only)
         ops.setdefault(op_name(p), {"op": p.op, "layout": p.layout, **_contract(p.op)})
     table = {"ops": ops, "entries": entries, "fallback_for": missing}
@@ -352,7 +391,14 @@ def build_package(
 
     files = {
         "pyproject.toml": _pyproject(name, job),
-        "README.md": _readme(name, job, job_url, entries, missing, model),
+        "README.md": _readme(
+            name,
+            job,
+            job_url,
+            [_readme_row(w) for w in winners],
+            {key: reasons.get(key, "no verified win") for key in missing},
+            model,
+        ),
         "manifest.json": json.dumps(manifest(job, winners, problems), indent=2, sort_keys=True),
         f"{name}/__init__.py": fill(templates["__init__.py"]),
         f"{name}/dispatch.py": fill(templates["dispatch.py"]),

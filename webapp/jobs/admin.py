@@ -10,7 +10,7 @@ class ProblemInline(admin.TabularInline):
 
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
-    list_display = ("title", "team", "kind", "status", "created_at")
+    list_display = ("title", "team", "kind", "status", "gpu_minutes", "created_at")
     list_filter = ("status", "kind")
     inlines = [ProblemInline]
 
@@ -23,4 +23,5 @@ class TaskAdmin(admin.ModelAdmin):
 
 @admin.register(Iteration)
 class IterationAdmin(admin.ModelAdmin):
-    list_display = ("job", "seq", "task", "index", "verdict", "speedup")
+    list_display = ("job", "seq", "task", "index", "verdict", "speedup", "ranked", "interpreter")
+    list_filter = ("verdict", "ranked", "interpreter", "implausible")

@@ -17,9 +17,9 @@ from webapp.accounts.selectors import teams_for_user
 from webapp.jobs.models import Job
 from webapp.jobs.shapes import ShapeFormat, ShapeSetError, parse_shape_set
 
-MODEL_SUFFIXES = (".pt", ".pth", ".py", ".zip", ".safetensors", ".onnx")
-# .py (KernelBench convention) and .zip (a bundle of them) are profiled; others are stored.
-PROFILED_SUFFIXES = (".py", ".zip")
+# .py (KernelBench convention) and .zip (a bundle of them) are profiled; nothing reads weights
+# (.pt, .safetensors, .onnx) yet, so they are refused rather than stored where nothing reads them.
+MODEL_SUFFIXES = (".py", ".zip")
 EXAMPLES_DIR = settings.BASE_DIR / "examples" / "models"
 
 
@@ -85,8 +85,7 @@ class JobForm(forms.Form):
         required=False,
         label="Model file",
         help_text="A .py in the KernelBench convention (Model, get_inputs, get_init_inputs), or a "
-        ".zip of them (one job each); it is profiled, planned and optimized. Other formats are "
-        "stored only.",
+        ".zip of them (one job each); it is profiled, planned and optimized.",
     )
     example = forms.ChoiceField(
         required=False,
@@ -127,7 +126,8 @@ class JobForm(forms.Form):
             )
         if not upload.name.lower().endswith(MODEL_SUFFIXES):
             raise forms.ValidationError(
-                f"A model file must end in one of {', '.join(MODEL_SUFFIXES)}."
+                "A model file must be a .py in the KernelBench convention or a .zip of them; "
+                "weights files (.pt, .safetensors, .onnx) cannot be profiled."
             )
         if upload.size == 0:
             raise forms.ValidationError("The model file is empty.")
@@ -160,8 +160,6 @@ class JobForm(forms.Form):
     def _clean_model_source(self, upload: UploadedFile) -> None:
         """Check the KernelBench convention now (by reading, not running), so a wrong file is
         refused at upload; a .zip becomes one model source per problem file."""
-        if not upload.name.lower().endswith(PROFILED_SUFFIXES):
-            return
         try:
             upload.seek(0)
             body = upload.read()

@@ -2,7 +2,8 @@
 
 Every attempt the agent makes is an Iteration row, written before anyone is told about it
 (the database is the record; websocket messages are notifications). State changes are
-compare-and-set updates in services.py, so a redelivered task cannot apply twice.
+compare-and-set updates in services.py, so a redelivered task cannot apply twice. A model job
+also has a ModelRun: its profile, Amdahl plan and end-to-end result (model_services.py).
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ class Job(models.Model):
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
-        # Model files are stored now; profiling them into problems comes with its own issue.
-        AWAITING_PROFILER = "awaiting_profiler", "Stored, waiting for the model profiler"
 
     ACTIVE = (Status.QUEUED, Status.RUNNING)
 
@@ -40,6 +39,9 @@ class Job(models.Model):
     kind = models.CharField(max_length=10, choices=Kind.choices)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     model_file = models.FileField(upload_to="models/%Y/%m/", blank=True)
+    # The GPU minutes the job may spend, set at submission (submission.py); its tasks share it
+    # (selectors.task_budget_s) and the team's quota counts it while the job is active.
+    gpu_minutes = models.PositiveIntegerField()
     cancel_requested = models.BooleanField(default=False)
     # The last event sequence number handed out for this job (see services.iteration_record).
     last_seq = models.PositiveIntegerField(default=0)
@@ -158,9 +160,19 @@ class Iteration(models.Model):
     params = models.JSONField(default=dict, blank=True)
     source = models.TextField(blank=True)
     evaluation = models.JSONField(null=True, blank=True)
+    # The task's best, evaluated once more when its run ended: the harness's full protocol
+    # against every baseline (agents' verify node). When present, the rules read it.
+    final_evaluation = models.JSONField(null=True, blank=True)
     profile = models.JSONField(null=True, blank=True)
     speedup = models.FloatField(null=True, blank=True)
     best_speedup = models.FloatField(null=True, blank=True)
+    # The domain rules, applied once when the iteration is recorded (selectors.result_facts):
+    # timed in Triton's CPU interpreter; faster than the measured roof allows; and "ranked":
+    # a verified win on a GPU, the only kind a leaderboard shows, a download ships and a model
+    # job substitutes.
+    interpreter = models.BooleanField(default=False)
+    implausible = models.BooleanField(default=False)
+    ranked = models.BooleanField(default=False)
     elapsed_s = models.FloatField(default=0.0)
     gpu_s = models.FloatField(default=0.0)
     llm_tokens = models.PositiveIntegerField(default=0)
@@ -176,3 +188,45 @@ class Iteration(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.seq} task {self.task_id} index {self.index}: {self.verdict}"
+
+    @property
+    def measurement(self) -> dict:
+        """The evaluation its numbers come from: the final full-protocol one when the run made
+        it, else its own."""
+        return self.final_evaluation or self.evaluation or {}
+
+
+class ModelRun(models.Model):
+    """What only a model job has: its profile, Amdahl plan and end-to-end result.
+
+    The Job holds the model file and, once profiled, one Problem + Task per planned problem in
+    plan order. The table keeps the name it had in the former webapp.modeljobs app.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Waiting to be profiled"
+        PROFILING = "profiling", "Profiling"
+        OPTIMIZING = "optimizing", "Optimizing planned problems"
+        VERIFYING = "verifying", "Verifying end to end"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="model_run")
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.QUEUED)
+    queue = models.CharField(max_length=40)  # where its tasks optimize
+    example = models.CharField(max_length=60, blank=True)  # a shipped example's name, if one
+    profile = models.JSONField(null=True, blank=True)  # harness ModelProfile.to_dict()
+    plan = models.JSONField(null=True, blank=True)  # agents.amdahl Plan.to_dict()
+    end_to_end = models.JSONField(null=True, blank=True)  # harness EndToEnd.to_dict() + extras
+    message = models.TextField(blank=True)  # why it failed, in words for the user
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "modeljobs_modelrun"
+
+    def __str__(self) -> str:
+        return f"model run of {self.job_id} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in (self.Status.DONE, self.Status.FAILED)

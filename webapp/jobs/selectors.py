@@ -1,16 +1,265 @@
-"""Reads about jobs, always scoped to what the user may see (membership of the job's team)."""
+"""Reads about jobs, always scoped to what the user may see (membership of the job's team),
+and the domain rules every reader shares: what an interpreter result is, what is implausible,
+what may be ranked, which kernel is a job's winner, what a download ships, and how much GPU
+time a task may spend.
+
+The rules are applied once, when an iteration is recorded (services.iteration_record writes
+result_facts() into Iteration.interpreter/implausible/ranked); everything else reads those
+columns: the job page and its events, the API, the leaderboards, the downloads and a model
+job's end-to-end check.
+"""
 
 from __future__ import annotations
 
+import math
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import BooleanField, Count, ExpressionWrapper, Q, QuerySet
-from django.db.models.fields.json import KT
 
-from webapp.jobs.models import Iteration, Job, Task
-from webapp.modeljobs.models import ModelRun
+from webapp.jobs.models import Iteration, Job, ModelRun, Task
+
+# --- Domain rules -----------------------------------------------------------------------------
+
+# Verdicts whose candidate became the task's best: the starting point, then every keep.
+BEST_VERDICTS = (Iteration.Verdict.KEPT, Iteration.Verdict.BASELINE)
+
+
+@dataclass(frozen=True)
+class ResultFacts:
+    """What one recorded result counts as, decided here and nowhere else."""
+
+    interpreter: bool  # timed in Triton's CPU interpreter: correctness only, never a speed
+    implausible: bool  # faster than the device's measured roof allows
+    ranked: bool  # a verified win on a GPU: ranked, downloadable, substituted into a model
+
+
+def result_facts(
+    *,
+    verdict: str,
+    speedup: float | None,
+    source: str,
+    evaluation: dict[str, Any] | None,
+    final_evaluation: dict[str, Any] | None = None,
+) -> ResultFacts:
+    """A result is ranked only if the judge made it the best (so it passed every correctness
+    stage and was not flagged), it is plausible, it was timed on a GPU, and it beats every
+    baseline it was timed against beyond noise. Never ship a loss: a first correct candidate
+    is kept however slow it is, and that alone makes nothing a winner.
+
+    When the run re-evaluated its best with the full protocol (`final_evaluation`: more
+    shapes, more samples, every baseline), that run decides: it must have passed too.
+    """
+    final_failed = final_evaluation is not None and final_evaluation.get("verdict") != "passed"
+    evaluation = final_evaluation or evaluation or {}
+    timings = _dict(evaluation.get("timings"))
+    device = _dict(evaluation.get("device"))
+    interpreter = timings.get("regime") == "interpreter" or device.get("kind") == "interpreter"
+    implausible = bool(evaluation.get("implausible"))
+    ranked = (
+        verdict in BEST_VERDICTS
+        and not final_failed
+        and speedup is not None
+        and bool(source)
+        and not implausible
+        and not interpreter
+        and device.get("kind") == "cuda"
+        and beats_every_baseline(timings)
+    )
+    return ResultFacts(interpreter=interpreter, implausible=implausible, ranked=ranked)
+
+
+def beats_every_baseline(timings: dict[str, Any]) -> bool:
+    """True when, for every baseline timed, the speedup's lower bound is above 1: the bootstrap
+    95 % interval where the harness gives one, else the speedup less the measured noise."""
+    speedups = _dict(timings.get("speedups"))
+    if not speedups:
+        return False
+    intervals = _dict(timings.get("speedup_ci"))
+    noise = timings.get("noise") or 0.0
+    for name, speedup in speedups.items():
+        if not _number(speedup):
+            return False
+        ci = intervals.get(name)
+        low = ci[0] if isinstance(ci, list | tuple) and len(ci) == 2 and _number(ci[0]) else None
+        if (low if low is not None else speedup / (1.0 + noise)) <= 1.0:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class BaselineSpeedup:
+    baseline: str  # the harness's name: "torch", "compile", "cublaslt"
+    speedup: float
+
+
+def best_baseline(evaluation: dict[str, Any] | None) -> BaselineSpeedup | None:
+    """The fastest baseline the result was timed against, and the speedup over it (the number
+    that says what a user gains over the best they would otherwise use)."""
+    speedups = _dict(_dict((evaluation or {}).get("timings")).get("speedups"))
+    timed = {name: s for name, s in speedups.items() if _number(s)}
+    if not timed:
+        return None
+    name = min(timed, key=timed.__getitem__)
+    return BaselineSpeedup(baseline=name, speedup=float(timed[name]))
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def ranked_iterations(*, jobs: QuerySet[Job]) -> QuerySet[Iteration]:
+    return Iteration.objects.filter(job__in=jobs, ranked=True)
+
+
+@dataclass(frozen=True)
+class Winner:
+    """A task's best ranked iteration: the kernel a download ships and a model job uses."""
+
+    task: Task
+    iteration: Iteration
+
+
+def job_winners(*, job_id: uuid.UUID | str) -> list[Winner]:
+    """Per task, the ranked iteration with the highest speedup (the earliest on a tie), in
+    problem order; tasks with none are served by PyTorch. One query."""
+    rows = (
+        Iteration.objects.filter(job_id=job_id, ranked=True)
+        .select_related("task__problem", "job__team")
+        .order_by("-speedup", "seq")
+    )
+    best: dict[int, Iteration] = {}
+    for it in rows:
+        best.setdefault(it.task_id, it)
+    ordered = sorted(best.values(), key=lambda it: it.task.problem.position)
+    return [Winner(task=it.task, iteration=it) for it in ordered]
+
+
+def _model_end_to_end(job_id: uuid.UUID | str) -> dict[str, Any] | None:
+    """A model job's end-to-end result ({} until its check has run); None for other jobs."""
+    row = Job.objects.filter(id=job_id).values_list("kind", "model_run__end_to_end").first()
+    if row is None or row[0] != Job.Kind.MODEL:
+        return None
+    return _dict(row[1])
+
+
+def model_unbeaten(*, job_id: uuid.UUID | str) -> bool:
+    """A model job whose end-to-end check has not found the model with its kernels verified
+    faster than its best baseline (eager, CUDA graphs, torch.compile: harness.model.verify's
+    verdict), or has not run yet. Its kernels exist to replace PyTorch ops inside that model,
+    so none of them ships: never ship a loss."""
+    e2e = _model_end_to_end(job_id)
+    return e2e is not None and not e2e.get("faster")
+
+
+def package_winners(*, job_id: uuid.UUID | str) -> list[Winner]:
+    """What a download of the job ships (the pages and the API): its winners, and a model
+    job's only once the model with them beat its best baseline end to end. [] means no
+    package; no_winner_message says why."""
+    return [] if model_unbeaten(job_id=job_id) else job_winners(job_id=job_id)
+
+
+def job_has_winner(*, job_id: uuid.UUID | str) -> bool:
+    """There is a package to download (package_winners is not empty)."""
+    if model_unbeaten(job_id=job_id):
+        return False
+    return Iteration.objects.filter(job_id=job_id, ranked=True).exists()
+
+
+def no_winner_reasons(*, job_id: uuid.UUID | str) -> dict[str, str]:
+    """Problem key -> why it has no winner (PyTorch serves it), for each problem without one."""
+    best: dict[str, Iteration] = {}
+    rows = (
+        Iteration.objects.filter(job_id=job_id, verdict__in=BEST_VERDICTS)
+        .select_related("task__problem")
+        .defer("source", "profile", "params")
+        .order_by("-speedup", "seq")
+    )
+    for it in rows:
+        best.setdefault(it.task.problem.key, it)
+    reasons = {}
+    for task in Task.objects.filter(job_id=job_id).select_related("problem"):
+        key = task.problem.key
+        it = best.get(key)
+        if it is not None and it.ranked:
+            continue
+        reasons[key] = _why_not_ranked(it)
+    return reasons
+
+
+def _why_not_ranked(it: Iteration | None) -> str:
+    if it is None:
+        return "no correct kernel was kept"
+    if it.interpreter:
+        return (
+            "timed only in Triton's CPU interpreter, which checks correctness and says nothing "
+            "about GPU speed"
+        )
+    if it.implausible:
+        return "its timing was faster than the device's roof allows (flagged implausible)"
+    if it.final_evaluation is not None and it.final_evaluation.get("verdict") != "passed":
+        return "it failed its final verification (the full protocol)"
+    evaluation = it.measurement
+    device = _dict(evaluation.get("device"))
+    if device.get("kind") != "cuda":
+        return "not timed on a GPU"
+    best = best_baseline(evaluation)
+    regime = _dict(evaluation.get("timings")).get("regime", "")
+    if best is None:
+        return "not timed against a baseline"
+    return (
+        f"best kept kernel {best.speedup:.2f}x vs {best.baseline} on {device.get('name', '')} "
+        f"({regime} timing): not verified faster than PyTorch (slower, or within noise)"
+    )
+
+
+def no_winner_message(*, job_id: uuid.UUID | str) -> str:
+    """Why a job whose kernels were kept has no winner, in words for its page and the API;
+    "" while nothing was kept (there is nothing to explain yet)."""
+    if not Iteration.objects.filter(job_id=job_id, verdict__in=BEST_VERDICTS).exists():
+        return ""
+    e2e = _model_end_to_end(job_id)
+    if e2e is not None and Iteration.objects.filter(job_id=job_id, ranked=True).exists():
+        if not e2e:
+            return (
+                "Kernels of this model were verified faster on a GPU, but a model job's kernels "
+                "ship only once the model with them is verified faster end to end than its best "
+                "baseline (eager, CUDA graphs, torch.compile), and that check has not run to the "
+                "end: there is nothing to download."
+            )
+        return (
+            "Nothing beats the best baseline: the model with its kernels was not verified faster "
+            "end to end than the best way to run it without them (eager, CUDA graphs, "
+            "torch.compile), so there is nothing to download and PyTorch runs the model "
+            "unchanged. The End to end section shows every way it ran."
+        )
+    return (
+        "No kernel of this job was verified faster than PyTorch on a GPU, so there is nothing "
+        "to download: PyTorch stays the fastest choice for these shapes. (Timings from Triton's "
+        "CPU interpreter check correctness only and never count.)"
+    )
+
+
+def task_budget_s(*, task_id: int) -> float:
+    """The GPU seconds a task may spend (workers/agent.py caps the agent with them): a model
+    job's Amdahl plan funds each problem by its expected gain; other jobs split their budget
+    evenly over their tasks."""
+    task = Task.objects.select_related("problem", "job").get(id=task_id)
+    plan = ModelRun.objects.filter(job_id=task.job_id).values_list("plan", flat=True).first() or {}
+    for item in plan.get("items", []):
+        if item["key"] == task.problem.key:
+            return float(item["budget_s"])
+    n_tasks = Task.objects.filter(job_id=task.job_id).count() or 1
+    return task.job.gpu_minutes * 60.0 / n_tasks
+
+
+# --- Jobs, as the pages and the API read them ---------------------------------------------------
 
 
 def jobs_visible_to(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Job]:
@@ -43,9 +292,8 @@ def iterations_after(
         Iteration.objects.filter(job_id=job_id, seq__gt=after_seq)
         .select_related("task__problem")
         # Events never carry the large fields: reading them made a 1,000-event backfill slow.
-        .defer("source", "evaluation", "params", "profile")
+        .defer("source", "evaluation", "final_evaluation", "params", "profile")
         .annotate(profile_present=ExpressionWrapper(Q(profile__isnull=False), BooleanField()))
-        .annotate(timing_regime=KT("evaluation__timings__regime"))
         .order_by("seq")[:limit]
     )
     return [iteration_event(row) for row in rows]
@@ -68,7 +316,8 @@ def iteration_event(it: Iteration) -> dict[str, Any]:
         "best_speedup": it.best_speedup,
         # Triton CPU-interpreter timings check correctness only; the page must not show their
         # ratios as speedups.
-        "interpreter": _timing_regime(it) == "interpreter",
+        "interpreter": it.interpreter,
+        "ranked": it.ranked,
         "elapsed_s": round(it.elapsed_s, 3),
         "has_profile": _has_profile(it),
         # For the dashboard's live chart and budget meters (issue 7).
@@ -76,12 +325,6 @@ def iteration_event(it: Iteration) -> dict[str, Any]:
         "gpu_s": it.gpu_s,
         "llm_cost_usd": it.llm_cost_usd,
     }
-
-
-def _timing_regime(it: Iteration) -> str | None:
-    if hasattr(it, "timing_regime"):  # annotated where the evaluation JSON is deferred
-        return it.timing_regime
-    return ((it.evaluation or {}).get("timings") or {}).get("regime")
 
 
 def _has_profile(it: Iteration) -> bool:
@@ -119,3 +362,103 @@ def job_status_event(*, job_id: uuid.UUID | str) -> dict[str, Any]:
             for t in tasks
         ],
     }
+
+
+# --- Model jobs -------------------------------------------------------------------------------
+
+
+def model_run_for_job(*, job_id: uuid.UUID | str) -> ModelRun | None:
+    return ModelRun.objects.filter(job_id=job_id).first()
+
+
+@dataclass(frozen=True)
+class WayRow:
+    """One way the model ran in the end-to-end check (harness.model.verify's variants)."""
+
+    name: str
+    label: str
+    side: str  # "baseline": PyTorch alone; "ours": with the kernels substituted
+    offline_us: float | None  # median forward, back to back
+    server_us: float | None  # median forward, one call at a time (GPU only)
+    compile_s: float | None
+    ok: bool  # outputs within tolerance of eager PyTorch's
+    error: str
+    vs_best_baseline: float | None  # best baseline's median / this one's
+    best: bool  # the best of its side
+
+
+@dataclass(frozen=True)
+class EndToEndView:
+    rows: list[WayRow]
+    best_baseline: WayRow | None
+    best_ours: WayRow | None
+    speedup: float | None
+    speedup_ci: list[float] | None
+    faster: bool  # verified faster than the best baseline: the only case that ships
+    message: str
+    device_name: str
+    chart: dict[str, Any]
+
+
+# The order the page lists the ways in: baselines first, each next to its counterpart with the
+# kernels (JSONB keeps no key order, so the table cannot take the stored one).
+WAYS = (
+    "eager",
+    "cuda_graphs",
+    "compile",
+    "compile_max_autotune",
+    "compile_cuda_graphs",
+    "ours",
+    "ours_cuda_graphs",
+    "ours_compile",
+    "ours_compile_cuda_graphs",
+)
+
+
+def end_to_end_view(run: ModelRun) -> EndToEndView | None:
+    """The end-to-end table and chart: every baseline and every way with the kernels, their
+    compile times, and how each compares to the best baseline. None for a run with no check
+    yet (or one recorded before the baselines were timed)."""
+    e2e = run.end_to_end or {}
+    variants = e2e.get("variants")
+    if not variants:
+        return None
+    regime = "offline" if any(v.get("offline") for v in variants.values()) else "interpreter"
+    best_us = e2e.get("baseline_us")
+    rows = []
+    order = sorted(variants, key=lambda n: (WAYS.index(n) if n in WAYS else len(WAYS), n))
+    for name in order:
+        v = variants[name]
+        median = (v.get(regime) or {}).get("median_us")
+        rows.append(
+            WayRow(
+                name=name,
+                label=v.get("label", name),
+                side=v.get("side", ""),
+                offline_us=median,
+                server_us=(v.get("server") or {}).get("median_us"),
+                compile_s=v.get("compile_s"),
+                ok=bool(v.get("ok")),
+                error=(v.get("error") or "")[-300:],
+                vs_best_baseline=best_us / median if best_us and median else None,
+                best=name in (e2e.get("best_baseline"), e2e.get("best_ours")),
+            )
+        )
+    by_name = {r.name: r for r in rows}
+    timed = [r for r in rows if r.offline_us]
+    return EndToEndView(
+        rows=rows,
+        best_baseline=by_name.get(e2e.get("best_baseline")),
+        best_ours=by_name.get(e2e.get("best_ours")),
+        speedup=e2e.get("speedup"),
+        speedup_ci=e2e.get("speedup_ci"),
+        faster=bool(e2e.get("faster")),
+        message=e2e.get("message", ""),
+        device_name=e2e.get("device_name", ""),
+        chart={
+            "labels": [r.label for r in timed],
+            "us": [round(r.offline_us, 2) for r in timed],
+            "side": [r.side for r in timed],
+            "unit": "µs per forward" if regime == "offline" else "CPU µs per forward",
+        },
+    )

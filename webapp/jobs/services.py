@@ -1,8 +1,9 @@
-"""Writes about jobs. Every state change is a compare-and-set, so duplicates become no-ops.
+"""Writes about jobs' tasks and iterations. Every state change is a compare-and-set, so
+duplicates become no-ops.
 
-Callers: views (job_create_*, job_cancel) and workers/ (task_claim, iteration_record,
-task_finish, task_fail, tasks_requeue_stale). Tasks are enqueued only after the transaction
-that created them commits.
+Callers: submission.py and model_services.py (tasks_create), views (job_cancel) and workers/
+(task_claim, iteration_record, task_finish, task_fail, tasks_requeue_stale, tasks_send_unsent).
+Tasks are sent to the broker only after the transaction that created them commits.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
-from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -24,7 +25,7 @@ from django.utils import timezone
 import kernels
 from webapp.accounts.models import Membership, Team
 from webapp.jobs import events, selectors
-from webapp.jobs.models import Iteration, Job, Problem, Task
+from webapp.jobs.models import Iteration, Job, ModelRun, Problem, Task
 from workers.tasks import run_task as run_task_task
 
 log = logging.getLogger(__name__)
@@ -63,13 +64,32 @@ class IterationData:
     llm_cost_usd: float = 0.0
 
 
-def _require_member(user: AbstractBaseUser, team: Team) -> None:
+def require_member(user: AbstractBaseUser, team: Team) -> None:
     if not Membership.objects.filter(team=team, user=user).exists():
         raise PermissionDenied("You are not a member of this team.")
 
 
-def _enqueue(task: Task) -> None:
-    transaction.on_commit(lambda: _send(task_id=task.id, queue=task.queue))
+def tasks_create(*, job: Job, problems: Sequence[kernels.Problem], queue: str) -> list[Task]:
+    """One Problem and one Task per problem, in order, each sent to `queue` after commit.
+
+    The only place tasks are made: a shape set's at submission, a model job's from its plan.
+    Call inside the transaction that saves the job.
+    """
+    tasks = []
+    for position, spec in enumerate(problems):
+        problem = Problem.objects.create(
+            job=job,
+            position=position,
+            op=spec.op,
+            shape=list(spec.shape),
+            dtype=spec.dtype,
+            layout=spec.layout,
+            key=spec.key,
+        )
+        task = Task.objects.create(job=job, problem=problem, queue=queue)
+        transaction.on_commit(lambda t=task.id: _send(task_id=t, queue=queue))
+        tasks.append(task)
+    return tasks
 
 
 def _send(*, task_id: int, queue: str) -> bool:
@@ -77,10 +97,13 @@ def _send(*, task_id: int, queue: str) -> bool:
 
     A broker that is down must not lose the job (it is already saved): the task stays QUEUED
     with no enqueued_at, and the watchdog sends it again (tasks_send_unsent). A duplicate
-    message is harmless, because run_task claims with a compare-and-set.
+    message is harmless, because run_task claims with a compare-and-set. Optimizations go at
+    a lower priority than checks (see check_route), so a check is the next thing a queue runs.
     """
     try:
-        run_task_task.apply_async(args=[task_id], queue=queue)
+        run_task_task.apply_async(
+            args=[task_id], queue=queue, priority=settings.KF_OPTIMIZE_PRIORITY
+        )
     except Exception:
         log.exception("could not enqueue task %s on %s; the watchdog will retry", task_id, queue)
         return False
@@ -97,55 +120,9 @@ def tasks_send_unsent(*, older_than_s: float) -> list[int]:
     return [task_id for task_id, queue in list(unsent) if _send(task_id=task_id, queue=queue)]
 
 
-@transaction.atomic
-def job_create_from_shapes(
-    *,
-    user: AbstractBaseUser,
-    team: Team,
-    title: str,
-    problems: Sequence[kernels.Problem],
-    queue: str,
-) -> Job:
-    """Save the job, one Problem and one Task per shape, and enqueue the tasks after commit."""
-    _require_member(user, team)
-    if not problems:
-        raise ValueError("a shape-set job needs at least one problem")
-    job = Job.objects.create(team=team, created_by=user, title=title, kind=Job.Kind.SHAPES)
-    for position, spec in enumerate(problems):
-        problem = Problem.objects.create(
-            job=job,
-            position=position,
-            op=spec.op,
-            shape=list(spec.shape),
-            dtype=spec.dtype,
-            layout=spec.layout,
-            key=spec.key,
-        )
-        _enqueue(Task.objects.create(job=job, problem=problem, queue=queue))
-    return job
-
-
-@transaction.atomic
-def job_create_from_model(
-    *, user: AbstractBaseUser, team: Team, title: str, model_file: UploadedFile
-) -> Job:
-    """Store the model file. Profiling it into problems is a later capability, so nothing runs yet."""
-    _require_member(user, team)
-    job = Job(
-        team=team,
-        created_by=user,
-        title=title,
-        kind=Job.Kind.MODEL,
-        status=Job.Status.AWAITING_PROFILER,
-    )
-    job.model_file.save(model_file.name, model_file, save=False)
-    job.save()
-    return job
-
-
 def job_cancel(*, job: Job, user: AbstractBaseUser) -> bool:
     """Ask running tasks to stop (they poll the flag) and cancel the ones not started yet."""
-    _require_member(user, job.team)
+    require_member(user, job.team)
     with transaction.atomic():
         _lock_job(job.id)
         changed = Job.objects.filter(
@@ -159,7 +136,7 @@ def job_cancel(*, job: Job, user: AbstractBaseUser) -> bool:
             stop_reason="cancelled before start",
         )
         _job_settle(job.id)
-    _notify_status(job.id)
+    status_notify(job.id)
     return True
 
 
@@ -191,7 +168,7 @@ def task_claim(*, task_id: int, worker: str) -> TaskClaim | None:
             problem=task.problem.to_dict(),
             resume_from=Iteration.objects.filter(task_id=task.id).count(),
         )
-    _notify_status(claim.job_id)
+    status_notify(claim.job_id)
     return claim
 
 
@@ -239,6 +216,12 @@ def iteration_record(*, task_id: int, attempt: int, data: IterationData) -> Iter
                 transaction.set_rollback(True)
                 return None
             seq = Job.objects.filter(id=task["job_id"]).values_list("last_seq", flat=True).get()
+            facts = selectors.result_facts(
+                verdict=data.verdict,
+                speedup=data.speedup,
+                source=data.source,
+                evaluation=data.evaluation,
+            )  # a new row has no final evaluation yet (iteration_final_record adds it)
             iteration = Iteration.objects.create(
                 job_id=task["job_id"],
                 task_id=task_id,
@@ -256,6 +239,9 @@ def iteration_record(*, task_id: int, attempt: int, data: IterationData) -> Iter
                 evaluation=data.evaluation,
                 speedup=data.speedup,
                 best_speedup=data.best_speedup,
+                interpreter=facts.interpreter,
+                implausible=facts.implausible,
+                ranked=facts.ranked,
                 elapsed_s=data.elapsed_s,
                 gpu_s=data.gpu_s,
                 llm_tokens=data.llm_tokens,
@@ -267,6 +253,35 @@ def iteration_record(*, task_id: int, attempt: int, data: IterationData) -> Iter
     iteration = Iteration.objects.select_related("task__problem").get(id=iteration.id)
     events.broadcast(iteration.job_id, events.ITERATION, selectors.iteration_event(iteration))
     return iteration
+
+
+def iteration_final_record(
+    *, task_id: int, attempt: int, index: int, evaluation: dict[str, Any]
+) -> Iteration | None:
+    """Store the final full-protocol evaluation of the task's best (index) and apply the rules
+    to it: a best that the full protocol finds slower than some baseline is no longer ranked,
+    one it confirms is. None when this run no longer owns the task or there is no such row."""
+    with transaction.atomic():
+        owner = Task.objects.filter(id=task_id, attempt=attempt, status=Task.Status.RUNNING)
+        it = Iteration.objects.select_for_update().filter(task_id=task_id, index=index).first()
+        if it is None or not owner.exists():
+            return None
+        facts = selectors.result_facts(
+            verdict=it.verdict,
+            speedup=it.speedup,
+            source=it.source,
+            evaluation=it.evaluation,
+            final_evaluation=evaluation,
+        )
+        it.final_evaluation = evaluation
+        it.interpreter, it.implausible, it.ranked = (
+            facts.interpreter,
+            facts.implausible,
+            facts.ranked,
+        )
+        # save(), not update(): the leaderboard listens for the row's change (dashboard.signals).
+        it.save(update_fields=["final_evaluation", "interpreter", "implausible", "ranked"])
+    return it
 
 
 def iteration_profile_record(*, task_id: int, index: int, profile: dict[str, Any]) -> bool:
@@ -301,7 +316,7 @@ def _task_end(*, task_id: int, attempt: int, stop_reason: str, error: str) -> bo
         if changed != 1:
             return False
         _job_settle(job_id)
-    _notify_status(job_id)
+    status_notify(job_id)
     return True
 
 
@@ -320,8 +335,8 @@ def _job_settle(job_id: uuid.UUID) -> None:
     cancel_requested = (
         Job.objects.filter(id=job_id).values_list("cancel_requested", flat=True).get()
     )
-    if not cancel_requested and Job.objects.filter(id=job_id, model_run__isnull=False).exists():
-        return  # a model job ends after its end-to-end check: webapp.modeljobs closes it
+    if not cancel_requested and ModelRun.objects.filter(job_id=job_id).exists():
+        return  # a model job ends after its end-to-end check: model_services closes it
     statuses = set(Task.objects.filter(job_id=job_id).values_list("status", flat=True))
     if cancel_requested:
         final = Job.Status.CANCELLED
@@ -360,7 +375,7 @@ def tasks_requeue_stale(*, stale_after_s: float, max_attempts: int) -> list[int]
                 )
                 if gave_up:
                     _job_settle(job_id)
-                    transaction.on_commit(lambda j=job_id: _notify_status(j))
+                    transaction.on_commit(lambda j=job_id: status_notify(j))
                 continue
             changed = Task.objects.filter(
                 id=task_id, attempt=attempt, status=Task.Status.RUNNING, heartbeat_at__lt=cutoff
@@ -373,7 +388,7 @@ def tasks_requeue_stale(*, stale_after_s: float, max_attempts: int) -> list[int]
             if changed:
                 requeued.append(task_id)
                 transaction.on_commit(lambda t=task_id, q=queue: _send(task_id=t, queue=q))
-                transaction.on_commit(lambda j=job_id: _notify_status(j))
+                transaction.on_commit(lambda j=job_id: status_notify(j))
     if requeued:
         log.warning(
             "watchdog re-queued tasks %s (heartbeat older than %ss)", requeued, stale_after_s
@@ -381,5 +396,19 @@ def tasks_requeue_stale(*, stale_after_s: float, max_attempts: int) -> list[int]
     return requeued
 
 
-def _notify_status(job_id: uuid.UUID) -> None:
+def status_notify(job_id: uuid.UUID | str) -> None:
+    """Tell the job's page (and API streams) its current status, after the row changed."""
     events.broadcast(job_id, events.STATUS, selectors.job_status_event(job_id=job_id))
+
+
+def check_route(work_queue: str) -> tuple[str, int]:
+    """(queue, priority) for a model job's short check: its profile and its end-to-end verify.
+
+    A check on a CPU queue needs nothing the control worker lacks, so it runs there and never
+    waits for an optimization. A check of a GPU job times the model on that GPU, so it stays on
+    the GPU's queue but goes first (optimizations are sent at a lower priority): it runs as
+    soon as the optimization in progress ends, never beside it, which would spoil both timings.
+    """
+    if work_queue.startswith("gpu."):
+        return work_queue, settings.KF_CHECK_PRIORITY
+    return settings.KF_CONTROL_QUEUE, settings.KF_CHECK_PRIORITY

@@ -7,18 +7,17 @@ import uuid
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from webapp.accounts.selectors import teams_for_user
-from webapp.api.errors import ApiError
-from webapp.api.quotas import quota_check_locked
 from webapp.dashboard import selectors as dashboard
 from webapp.jobs import selectors, services
 from webapp.jobs.forms import JobForm
 from webapp.jobs.models import Job
+from webapp.jobs.quotas import QuotaExceeded
+from webapp.jobs.submission import JobRequest, jobs_submit
 
 
 @login_required
@@ -54,58 +53,26 @@ def job_new(request: HttpRequest) -> HttpResponse:
         return redirect("accounts:teams")
     form = JobForm(request.POST or None, request.FILES or None, user=request.user)
     if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
+        # The form's jobs get the default budget; the API's may ask for another.
+        minutes = settings.KF_JOB_DEFAULT_GPU_MINUTES
         try:
-            with transaction.atomic():
-                # The same per-team limits as the API; the form's jobs get the default budget.
-                quota_check_locked(
-                    team_id=data["team"].id, gpu_minutes=settings.KF_JOB_DEFAULT_GPU_MINUTES
-                )
-                return _job_new_create(request, form)
-        except ApiError as exc:
+            jobs = jobs_submit(
+                user=request.user, request=JobRequest.from_form(form, gpu_minutes=minutes)
+            )
+        except QuotaExceeded as exc:
             form.add_error(None, exc.message)
+        else:
+            if len(jobs) > 1:
+                messages.info(request, f"{len(jobs)} model jobs created, one per file.")
+                return redirect("jobs:list")
+            return redirect("jobs:detail", job_id=jobs[0].id)
     return render(request, "jobs/new.html", {"form": form}, status=400 if form.errors else 200)
-
-
-def _job_new_create(request: HttpRequest, form: JobForm) -> HttpResponse:
-    data = form.cleaned_data
-    if data["kind"] == Job.Kind.SHAPES:
-        job = services.job_create_from_shapes(
-            user=request.user,
-            team=data["team"],
-            title=data["title"],
-            problems=form.problems,
-            queue=data["queue"],
-        )
-    elif form.model_sources:
-        from webapp.modeljobs.services import model_jobs_create
-
-        jobs = model_jobs_create(
-            user=request.user,
-            team=data["team"],
-            title=data["title"],
-            sources=form.model_sources,
-            budget_s=settings.KF_JOB_DEFAULT_GPU_MINUTES * 60.0,
-            queue=data["queue"],
-            example=data.get("example") or "",
-        )
-        if len(jobs) > 1:
-            messages.info(request, f"{len(jobs)} model jobs created, one per file.")
-            return redirect("jobs:list")
-        job = jobs[0]
-    else:
-        job = services.job_create_from_model(
-            user=request.user,
-            team=data["team"],
-            title=data["title"],
-            model_file=data["model_file"],
-        )
-    return redirect("jobs:detail", job_id=job.id)
 
 
 @login_required
 def job_detail(request: HttpRequest, job_id: uuid.UUID) -> HttpResponse:
     job = _job_or_404(request, job_id)
+    has_winner = selectors.job_has_winner(job_id=job.id)
     return render(
         request,
         "jobs/detail.html",
@@ -115,7 +82,8 @@ def job_detail(request: HttpRequest, job_id: uuid.UUID) -> HttpResponse:
             "status": selectors.job_status_event(job_id=job.id),
             "budget": dashboard.job_budget(job=job),
             "hypothesis": dashboard.job_current_hypothesis(job=job),
-            "has_winner": dashboard.job_has_winner(job=job),
+            "has_winner": has_winner,
+            "no_winner": "" if has_winner else selectors.no_winner_message(job_id=job.id),
         },
     )
 

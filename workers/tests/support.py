@@ -28,7 +28,7 @@ class WorkerProcess:
     """A real `celery -A workers worker` on the test broker and the test database."""
 
     def __init__(self, *, queues: str, extra_env: dict[str, str] | None = None, beat: bool = False,
-                 log_path: Path) -> None:  # fmt: skip
+                 log_path: Path, concurrency: int = 1) -> None:  # fmt: skip
         env = dict(os.environ)
         env.update(
             DJANGO_SETTINGS_MODULE="webapp.settings_test",
@@ -38,7 +38,8 @@ class WorkerProcess:
             PYTHONUNBUFFERED="1",
         )
         env.update(extra_env or {})
-        argv = [sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", queues, "-c", "1",
+        argv = [sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", queues,
+                "-c", str(concurrency),
                 "--loglevel", "INFO", "-n", f"test-{os.getpid()}-{time.monotonic_ns()}@%h",
                 "--without-gossip", "--without-mingle"]  # fmt: skip
         if beat:
@@ -90,6 +91,27 @@ class WorkerProcess:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self._log.close()
+
+
+def queue_length(name: str) -> int:
+    """Messages waiting in a Celery queue on the test broker, at every priority: kombu's Redis
+    transport keeps one list per priority step (0, 3, 6, 9), named <queue><sep><step> above 0."""
+    import redis
+    from django.conf import settings
+
+    prefix = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix", "")
+    keys = [prefix + name] + [f"{prefix}{name}\x06\x16{step}" for step in (3, 6, 9)]
+    broker = redis.Redis.from_url(settings.REDIS_URL)
+    return sum(broker.llen(key) for key in keys)
+
+
+def queue_clear(name: str) -> None:
+    import redis
+    from django.conf import settings
+
+    prefix = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix", "")
+    keys = [prefix + name] + [f"{prefix}{name}\x06\x16{step}" for step in (3, 6, 9)]
+    redis.Redis.from_url(settings.REDIS_URL).delete(*keys)
 
 
 def start_time(pid: int) -> int:

@@ -3,8 +3,10 @@
 import pytest
 
 from agents.reporting import AttemptVerdict
+from webapp.jobs import selectors as job_selectors
 from webapp.jobs import services
 from webapp.jobs.models import Iteration, Job, Task
+from webapp.jobs.tests.support import shape_job
 from workers.reporting import DjangoReporter
 from workers.tasks import run_task, watchdog
 
@@ -26,9 +28,7 @@ def test_it_keeps_the_stored_iteration_fields_in_step_with_the_event():
 
 @pytest.fixture
 def job(alice, team, problems):
-    return services.job_create_from_shapes(
-        user=alice, team=team, title="t", problems=problems, queue="nobody"
-    )
+    return shape_job(user=alice, team=team, title="t", problems=problems, queue="nobody")
 
 
 def test_it_runs_a_task_through_the_stand_in_and_closes_it(job, settings):
@@ -102,3 +102,83 @@ def test_it_keeps_the_ncu_report_where_the_web_server_can_serve_it(
 
     reporter.profile(index=0, profile={"metrics": {}, "report_path": "/nonexistent.ncu-rep"})
     assert Iteration.objects.get(task=task, index=0).profile["report_path"] is None
+
+
+# --- The final verification of a run's best decides whether it is a winner (issue 17/18) ---
+
+
+def make_job(alice, team, problems):
+    from webapp.api.tests.conftest import FakeWorker
+
+    job = shape_job(alice, team, problems)
+    return job, [FakeWorker(t.id) for t in Task.objects.filter(job=job).order_by("id")]
+
+
+def api_winner_speedups(api, job) -> dict[str, float]:
+    body = api.get(f"/api/v1/jobs/{job.id}/winners").json()
+    return {w["problem"]: w["speedup"] for w in body["winners"]}
+
+
+def model_winner_speedups(job) -> dict[str, float]:
+    winners = job_selectors.job_winners(job_id=job.id)
+    return {w.task.problem.key: w.iteration.speedup for w in winners}
+
+
+@pytest.fixture
+def alice_api(alice, team):
+    from webapp.api import services as api_services
+    from webapp.api.tests.conftest import client_for
+
+    return client_for(api_services.token_create(user=alice, name="t")[1])
+
+
+def final(speedups: dict[str, float], verdict: str = "passed") -> dict:
+    """The full-protocol re-evaluation a run ends with (agents' verify node), every baseline."""
+    return {
+        "verdict": verdict,
+        "implausible": False,
+        "timings": {"regime": "offline", "protocol": "kf-timing-v1", "speedups": speedups},
+        "device": {"name": "NVIDIA H100 80GB HBM3", "kind": "cuda"},
+    }
+
+
+def finish_with_final(worker, index: int, evaluation: dict) -> None:
+    """The run ends as workers/reporting.py reports it: its best, re-evaluated in full."""
+    from agents.reporting import IterationEvent
+
+    best = IterationEvent(index=index, parent=None, hypothesis="", source="", candidate_id="",
+                          verdict=AttemptVerdict.KEPT, reason="", evaluation=evaluation)  # fmt: skip
+    claim = worker.claim
+    DjangoReporter(task_id=claim.task_id, attempt=claim.attempt).finished(
+        best=best, stop_reason="budget"
+    )
+
+
+def test_a_best_the_final_verification_finds_slower_than_torch_compile_is_no_winner(
+    alice, team, problems, alice_api
+):
+    from webapp.dashboard.models import BoardEntry
+
+    job, (_, rms) = make_job(alice, team, problems)
+    rms.iterate(verdict="kept", speedup=1.4)  # the search timed eager PyTorch only
+    assert api_winner_speedups(alice_api, job) == {"rmsnorm/8x256/fp32": 1.4}
+    assert BoardEntry.objects.count() == 1
+    finish_with_final(rms, 0, final({"torch": 1.4, "compile": 0.9}))
+    assert api_winner_speedups(alice_api, job) == {}
+    assert model_winner_speedups(job) == {}
+    assert BoardEntry.objects.count() == 0, "withdrawn from the leaderboard"
+    reasons = job_selectors.no_winner_reasons(job_id=job.id)
+    assert "0.90x vs compile" in reasons["rmsnorm/8x256/fp32"]
+
+
+def test_a_best_the_final_verification_confirms_is_a_winner_over_its_best_baseline(
+    alice, team, problems, alice_api
+):
+    job, (mm, rms) = make_job(alice, team, problems)
+    rms.iterate(verdict="kept", speedup=1.5)
+    finish_with_final(rms, 0, final({"torch": 1.5, "compile": 1.2}))
+    mm.iterate(verdict="kept", speedup=1.6)
+    finish_with_final(mm, 0, final({"torch": 1.6, "compile": 1.3}, verdict="incorrect"))
+    (winner,) = alice_api.get(f"/api/v1/jobs/{job.id}/winners").json()["winners"]
+    assert winner["problem"] == "rmsnorm/8x256/fp32", "a failed final check unranks matmul"
+    assert (winner["best_baseline"], winner["best_baseline_speedup"]) == ("compile", 1.2)

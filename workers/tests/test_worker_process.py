@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from webapp.jobs import services
 from webapp.jobs.models import Iteration, Job, Task
+from webapp.jobs.tests.support import shape_job
 from workers.tests.support import start_time, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -22,9 +22,7 @@ def job_status(job):
 
 def test_it_runs_a_job_to_done_on_a_real_worker(start_worker, alice, team, problems):
     start_worker(env={"KF_STANDIN_ITERATIONS": "3", "KF_STANDIN_PAUSE_S": "0.05"})
-    job = services.job_create_from_shapes(
-        user=alice, team=team, title="real", problems=problems, queue="cpu"
-    )
+    job = shape_job(user=alice, team=team, title="real", problems=problems, queue="cpu")
     wait_until(lambda: job_status(job) == Job.Status.DONE, timeout_s=45, what="the job to finish")
     assert list(Iteration.objects.filter(job=job).values_list("seq", flat=True)) == [
         1,
@@ -51,9 +49,7 @@ def test_it_reruns_a_task_after_its_worker_is_killed_without_duplicating_iterati
         "KF_WATCHDOG_INTERVAL_S": "1",
     }
     first = start_worker(env=env)
-    job = services.job_create_from_shapes(
-        user=alice, team=team, title="kill", problems=problems[:1], queue="cpu"
-    )
+    job = shape_job(user=alice, team=team, title="kill", problems=problems[:1], queue="cpu")
     task = job.tasks.get()
     wait_until(
         lambda: Iteration.objects.filter(task=task).count() >= 3, timeout_s=30, what="3 iterations"
@@ -103,15 +99,15 @@ def test_it_runs_the_real_agent_graph_through_the_harness_on_a_real_worker(
         env={
             "KF_AGENT": "graph",
             "KF_CHECKPOINT_URL": f"sqlite:///{tmp_path / 'checkpoints.sqlite3'}",
-            "KF_JOB_DEFAULT_GPU_MINUTES": "1",  # one task: a 60 s cap on harness and wall time
         }
     )
-    job = services.job_create_from_shapes(
+    job = shape_job(
         user=alice,
         team=team,
         title="graph",
         problems=[kernels.parse_problem("rmsnorm", "8x256", "fp32")],
         queue="cpu",
+        gpu_minutes=1,  # one task: a 60 s cap on harness and wall time
     )
     wait_until(lambda: job_status(job) == Job.Status.DONE, timeout_s=240, what="the graph's job")
     rows = list(Iteration.objects.filter(job=job).order_by("seq"))

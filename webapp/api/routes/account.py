@@ -7,9 +7,10 @@ from dataclasses import asdict
 from django.http import HttpRequest
 from ninja import Router
 
-from webapp.api import quotas, selectors
+from webapp.api import selectors
 from webapp.api.routes.common import ERRORS, principal
 from webapp.api.schemas import MeOut, TeamOut
+from webapp.jobs import quotas
 
 router = Router(tags=["account"])
 

@@ -9,14 +9,13 @@ from typing import Annotated, Literal
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import Count, Max, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.urls import reverse
 from ninja import File, Form, Path, Query, Router, Status
 from ninja.files import UploadedFile
 
-from webapp.api import archive, events, selectors, services
+from webapp.api import events, selectors, services
 from webapp.api.errors import ApiError, ErrorCode
 from webapp.api.routes.common import ERRORS, principal
 from webapp.api.schemas import (
@@ -26,10 +25,13 @@ from webapp.api.schemas import (
     JobCreateIn,
     JobDetailOut,
     JobPage,
+    ModelJobOut,
     TaskOut,
     Text,
     WinnersOut,
 )
+from webapp.downloads.builder import build_package
+from webapp.downloads.manifest import winner_path
 from webapp.jobs import selectors as job_selectors
 from webapp.jobs.models import Job, Task
 from webapp.jobs.shapes import ShapeFormat
@@ -40,7 +42,7 @@ PG_INT_MAX = 2**31 - 1  # seq and counters are 32-bit columns
 PG_BIGINT_MAX = 2**63 - 1
 JobId = Annotated[uuid.UUID, Path(description="The job's id.")]
 Seq = Annotated[int, Query(ge=0, le=PG_INT_MAX)]
-JobStatus = Literal["queued", "running", "done", "failed", "cancelled", "awaiting_profiler"]
+JobStatus = Literal["queued", "running", "done", "failed", "cancelled"]
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -51,13 +53,6 @@ def _job_or_404(request: HttpRequest, job_id: uuid.UUID) -> Job:
     if job is None:
         raise ApiError(ErrorCode.NOT_FOUND, "No such job among this token's teams.")
     return job
-
-
-def _gpu_minutes(job: Job) -> int | None:
-    try:
-        return job.budget.gpu_minutes
-    except ObjectDoesNotExist:
-        return None
 
 
 def _job_out(request: HttpRequest, job: Job) -> dict:
@@ -73,7 +68,7 @@ def _job_out(request: HttpRequest, job: Job) -> dict:
         "started_at": job.started_at,
         "finished_at": job.finished_at,
         "last_seq": job.last_seq,
-        "gpu_minutes": _gpu_minutes(job),
+        "gpu_minutes": job.gpu_minutes,
         "web_url": request.build_absolute_uri(reverse("jobs:detail", args=[job.id])),
     }
 
@@ -154,7 +149,7 @@ def _problems_json(payload: JobCreateIn) -> str:
 
 @router.post(
     "/jobs/model",
-    response={201: JobDetailOut, 429: ErrorOut, **ERRORS},
+    response={201: ModelJobOut, 429: ErrorOut, **ERRORS},
     summary="Create a job from a model file (multipart)",
 )
 def job_create_from_model(
@@ -162,17 +157,23 @@ def job_create_from_model(
     team: Annotated[Text, Form(min_length=1, max_length=90)],
     model_file: File[UploadedFile],
     title: Annotated[Text | None, Form(None, min_length=1, max_length=120)] = None,
+    queue: Annotated[Text | None, Form(None, max_length=40)] = None,
     gpu_minutes: Annotated[int | None, Form(None, ge=1, le=1_000_000)] = None,
 ) -> Status:
-    """The file is stored with the job, which waits for the model profiler (a later release)."""
-    job = services.job_submit_model(
+    """A .py in the KernelBench convention (Model, get_inputs, get_init_inputs), or a .zip of
+    them (one job each), as on the web form: profiled, planned, optimized and verified end to
+    end. Each job gets `gpu_minutes` (the default when omitted)."""
+    jobs = services.job_submit_model(
         principal=principal(request),
         team_slug=team,
         title=title or model_file.name or "Model from the API",
         model_file=model_file,
+        queue=queue,
         gpu_minutes=gpu_minutes,
     )
-    return Status(201, _job_detail(request, job))
+    return Status(
+        201, {**_job_detail(request, jobs[0]), "submitted_jobs": [job.id for job in jobs]}
+    )
 
 
 @router.get("/jobs", response={200: JobPage, **ERRORS}, summary="List jobs, newest first")
@@ -183,7 +184,7 @@ def job_list(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int, Query(ge=0, le=PG_INT_MAX)] = 0,
 ) -> dict:
-    jobs = selectors.jobs_for_principal(principal=principal(request)).select_related("budget")
+    jobs = selectors.jobs_for_principal(principal=principal(request))
     if team:
         jobs = jobs.filter(team__slug=team)
     if status:
@@ -265,6 +266,7 @@ def iteration_read(
         "params": it.params,
         "source": it.source,
         "evaluation": it.evaluation,
+        "final_evaluation": it.final_evaluation,
         "profile": it.profile,
         "gpu_s": it.gpu_s,
         "llm_tokens": it.llm_tokens,
@@ -334,28 +336,36 @@ async def job_events(
 @router.get(
     "/jobs/{job_id}/winners",
     response={200: WinnersOut, **ERRORS},
-    summary="The best kept kernel per problem",
+    summary="The best verified kernel per problem",
 )
 def winners(request: HttpRequest, job_id: JobId) -> dict:
+    """Per problem, its best kernel verified faster than every baseline on a GPU (the one rule
+    of webapp.jobs.selectors); problems with none are served by PyTorch."""
     job = _job_or_404(request, job_id)
-    found = selectors.job_winners(job=job)
+    found = job_selectors.job_winners(job_id=job.id)
     won = {w.task.problem_id for w in found}
     return {
         "job": job.id,
-        "winners": [
-            {
-                "task": w.task.id,
-                "problem": w.task.problem.key,
-                "seq": w.iteration.seq,
-                "candidate_id": w.iteration.candidate_id,
-                "speedup": w.iteration.speedup,
-                "interpreter": w.interpreter,
-                "device": (w.iteration.evaluation or {}).get("device") or {},
-                "path": archive.winner_path(w),
-            }
-            for w in found
-        ],
+        "winners": [_winner_out(w) for w in found],
         "problems_without_winner": [p.key for p in job.problems.all() if p.id not in won],
+    }
+
+
+def _winner_out(winner: job_selectors.Winner) -> dict:
+    it = winner.iteration
+    evaluation = it.measurement
+    best = job_selectors.best_baseline(evaluation)
+    return {
+        "task": winner.task.id,
+        "problem": winner.task.problem.key,
+        "seq": it.seq,
+        "candidate_id": it.candidate_id,
+        "speedup": it.speedup,
+        "best_baseline": best.baseline if best else "",
+        "best_baseline_speedup": best.speedup if best else it.speedup,
+        "regime": (evaluation.get("timings") or {}).get("regime", ""),
+        "device": evaluation.get("device") or {},
+        "path": winner_path(winner),
     }
 
 
@@ -377,13 +387,18 @@ DOWNLOAD_DOC = {
     openapi_extra=DOWNLOAD_DOC,
 )
 def download(request: HttpRequest, job_id: JobId) -> HttpResponse:
-    """404 with code `no_winners` while no problem of the job has a kept kernel."""
+    """404 with code `no_winners` while no kernel of the job is verified faster than PyTorch on
+    a GPU, or a model job's model with its kernels is not verified faster than its best
+    baseline end to end (the message says why)."""
     job = _job_or_404(request, job_id)
-    found = selectors.job_winners(job=job)
+    found = job_selectors.package_winners(job_id=job.id)
     if not found:
-        raise ApiError(ErrorCode.NO_WINNERS, "This job has no kept kernel yet.")
-    job_url = request.build_absolute_uri(f"/jobs/{job.id}/")
-    data = archive.winners_zip(job, found, list(job.problems.all()), job_url=job_url)
-    response = HttpResponse(data, content_type="application/zip")
+        reason = job_selectors.no_winner_message(job_id=job.id) or "No kernel was kept yet."
+        raise ApiError(ErrorCode.NO_WINNERS, reason)
+    job_url = request.build_absolute_uri(reverse("jobs:detail", args=[job.id]))
+    package = build_package(
+        job=job, winners=found, problems=list(job.problems.all()), job_url=job_url
+    )
+    response = HttpResponse(package.data, content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="kernelforge-{job.id}.zip"'
     return response

@@ -1,4 +1,4 @@
-"""Leaderboards over the token's teams: per problem and GPU, best verified speedups first."""
+"""Leaderboards over the token's teams: the pages' table (one entry per team, its best)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from ninja import Query, Router
 from webapp.api import selectors
 from webapp.api.routes.common import ERRORS, principal
 from webapp.api.schemas import LeaderboardOut, Text
+from webapp.dashboard.selectors import BoardFilters, leaderboard_groups
 
 router = Router(tags=["leaderboards"])
 
@@ -24,15 +25,13 @@ def leaderboard(
     team: Annotated[Text | None, Query(max_length=90, description="A team's slug")] = None,
     per_group: Annotated[int, Query(ge=1, le=100)] = 10,
 ) -> dict:
-    """Kept, timed iterations grouped by problem key and GPU; one entry per job (its best).
-
-    Results timed in the Triton interpreter (CPU) and results flagged implausible are never
-    ranked.
+    """Per problem key and GPU, each team's best verified win, best first: the same table the
+    leaderboard pages show. Only kernels faster than every baseline on a GPU are ranked; results
+    timed in the Triton interpreter (CPU) and results flagged implausible never are.
     """
     jobs = selectors.jobs_for_principal(principal=principal(request))
     if team:
         jobs = jobs.filter(team__slug=team)
-    groups = selectors.leaderboard(
-        jobs=jobs, op=op, dtype=dtype, device=device, per_group=per_group
-    )
+    filters = BoardFilters(op=op or "", dtype=dtype or "", device=device or "")
+    groups = leaderboard_groups(jobs=jobs, filters=filters, per_group=per_group)
     return {"groups": [asdict(g) for g in groups]}

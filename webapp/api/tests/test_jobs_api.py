@@ -2,7 +2,7 @@
 
 import pytest
 
-from webapp.api.models import JobBudget
+from webapp.api.models import JobSubmission
 from webapp.api.tests.conftest import FakeWorker
 from webapp.jobs.models import Job, Task
 
@@ -20,7 +20,8 @@ def test_it_creates_a_job_from_a_yaml_shape_set_with_the_web_forms_rules(alice_a
     assert [p["key"] for p in body["problems"]] == ["rmsnorm/8x64/fp32", "matmul/64x48x32/fp16/NN"]
     assert [t["status"] for t in body["tasks"]] == ["queued", "queued"]
     assert job.tasks.filter(queue="cpu").count() == 2
-    assert JobBudget.objects.get(job=job).gpu_minutes == 20
+    assert job.gpu_minutes == 20
+    assert JobSubmission.objects.get(job=job).token is not None, "which token submitted it"
     assert body["web_url"].endswith(f"/jobs/{job.id}/")
 
 
@@ -102,15 +103,17 @@ def test_it_refuses_a_shape_file_over_the_forms_limit(alice_api, submit, setting
     assert response.status_code == 422 and response.json()["error"]["code"] == "invalid_shape_set"
 
 
-def test_it_stores_a_model_file_job(alice_api):
+def test_it_refuses_a_weights_file_that_nothing_could_profile(alice_api):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     upload = SimpleUploadedFile("net.pt", b"\x80\x02weights")
     response = alice_api.post(
         "/api/v1/jobs/model", {"team": "alices-team", "title": "net", "model_file": upload}
     )
-    assert response.status_code == 201, response.content
-    assert response.json()["status"] == "awaiting_profiler" and response.json()["kind"] == "model"
+    assert response.status_code == 422, response.content
+    error = response.json()["error"]
+    assert error["code"] == "invalid_model_file" and "KernelBench" in error["message"]
+    assert not Job.objects.exists()
 
 
 def test_it_rejects_a_model_file_with_a_wrong_suffix(alice_api):

@@ -1,9 +1,10 @@
 """Per-team quotas: concurrent jobs and GPU minutes (used in the window + held by active jobs)."""
 
 import pytest
+from django.urls import reverse
 
-from webapp.api import quotas
 from webapp.api.tests.conftest import FakeWorker
+from webapp.jobs import quotas
 from webapp.jobs.models import Job, Task
 
 pytestmark = pytest.mark.django_db
@@ -53,14 +54,14 @@ def test_it_counts_spent_gpu_time_and_releases_the_rest_when_a_job_ends(
     assert me["gpu_minutes_available"] == 98.0 and me["gpu_minutes_quota"] == 100
 
 
-def test_it_counts_web_form_jobs_at_the_default_budget(
-    alice, team, settings, django_capture_on_commit_callbacks, problems
+def test_the_web_form_records_the_default_budget_and_the_quota_counts_it(
+    alice, team, client, settings, django_capture_on_commit_callbacks
 ):
-    from webapp.jobs import services
-
     settings.KF_JOB_DEFAULT_GPU_MINUTES = 25
+    client.force_login(alice)
+    form = {"team": team.id, "title": "web", "kind": "shapes", "queue": "cpu",
+            "shapes_text": "op,shape,dtype\nrmsnorm,8x64,fp32"}  # fmt: skip
     with django_capture_on_commit_callbacks(execute=False):
-        services.job_create_from_shapes(
-            user=alice, team=team, title="web", problems=problems, queue="cpu"
-        )
+        assert client.post(reverse("jobs:new"), form).status_code == 302
+    assert Job.objects.get().gpu_minutes == 25
     assert quotas.team_usage(team_id=team.id).gpu_minutes_reserved == 25

@@ -20,8 +20,8 @@ from schemathesis.config._checks import NegativeDataRejectionConfig
 
 from webapp.api import services
 from webapp.api.tests.conftest import FakeWorker
-from webapp.jobs import services as job_services
 from webapp.jobs.models import Task
+from webapp.jobs.tests.support import shape_job
 
 # Per operation and mode: ~40 s for the whole run here; raise it locally to search harder.
 MAX_EXAMPLES = int(os.environ.get("KF_SCHEMATHESIS_EXAMPLES", "30"))
@@ -54,9 +54,7 @@ def keep_test_connection():
 @pytest.fixture
 def world(db, keep_test_connection, alice, team, problems, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=False):
-        job = job_services.job_create_from_shapes(
-            user=alice, team=team, title="fuzzed", problems=problems, queue="cpu"
-        )
+        job = shape_job(user=alice, team=team, title="fuzzed", problems=problems, queue="cpu")
     for task in Task.objects.filter(job=job):
         worker = FakeWorker(task.id)
         worker.iterate(verdict="baseline")

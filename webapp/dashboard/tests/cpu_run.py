@@ -13,6 +13,7 @@ from typing import Any
 import kernels
 from webapp.jobs import services
 from webapp.jobs.models import Job
+from webapp.jobs.tests.support import shape_job
 
 MATMUL = ("matmul", "256x256x256", "fp16", "NN")
 RMSNORM = ("rmsnorm", "64x1024", "fp32", "")
@@ -82,11 +83,11 @@ def interpreter_evaluation(candidate_us: float, torch_us: float, noise: float) -
 
 def seed_cpu_run(*, user: Any, team: Any) -> CpuRun:
     shapes = [MATMUL, RMSNORM]
-    job = services.job_create_from_shapes(
-        user=user,
-        team=team,
+    job = shape_job(
+        user,
+        team,
+        [kernels.parse_problem(*s) for s in shapes],
         title="CPU run (interpreter)",
-        problems=[kernels.parse_problem(*s) for s in shapes],
         queue="cpu",
     )
     for task, shape in zip(job.tasks.order_by("id"), shapes, strict=True):
@@ -134,13 +135,9 @@ def seed_cpu_run(*, user: Any, team: Any) -> CpuRun:
             task_id=claim.task_id, attempt=claim.attempt, stop_reason="plateau"
         )
     one = [kernels.parse_problem(*MATMUL)]
-    ended = services.job_create_from_shapes(
-        user=user, team=team, title="Cancelled before a result", problems=one, queue="cpu"
-    )
+    ended = shape_job(user, team, one, title="Cancelled before a result", queue="cpu")
     services.job_cancel(job=ended, user=user)
-    waiting = services.job_create_from_shapes(
-        user=user, team=team, title="Waiting for a worker", problems=one, queue="cpu"
-    )
+    waiting = shape_job(user, team, one, title="Waiting for a worker", queue="cpu")
     return CpuRun(
         job=Job.objects.get(id=job.id),
         ended_empty=Job.objects.get(id=ended.id),

@@ -7,6 +7,7 @@ import pytest
 from webapp.api.tests.conftest import FakeWorker
 from webapp.dashboard.models import BoardEntry
 from webapp.dashboard.services import board_rebuild
+from webapp.jobs.tests.support import shape_job
 
 pytestmark = pytest.mark.django_db
 
@@ -30,10 +31,9 @@ def test_it_ignores_slower_interpreter_and_implausible_results(
     alice, team, django_capture_on_commit_callbacks
 ):
     import kernels
-    from webapp.jobs import services
 
     with django_capture_on_commit_callbacks(execute=False):
-        job = services.job_create_from_shapes(
+        job = shape_job(
             user=alice, team=team, title="t", queue="gpu.h100",
             problems=[kernels.parse_problem("sum", "64x64", "fp32")],
         )  # fmt: skip

@@ -8,6 +8,7 @@ from django.urls import reverse
 from webapp.api.tests.conftest import FakeWorker
 from webapp.dashboard.demo import seed_job
 from webapp.jobs.models import Iteration, Job
+from webapp.jobs.tests.support import shape_job
 
 pytestmark = pytest.mark.django_db
 
@@ -28,17 +29,21 @@ def test_it_lists_jobs_with_best_speedup_and_gpu_and_filters_them(alice_client, 
 
 
 def test_the_jobs_list_pages_in_a_fixed_number_of_queries(
-    alice, team, alice_client, django_assert_max_num_queries, django_capture_on_commit_callbacks
+    alice,
+    team,
+    alice_client,
+    settings,
+    django_assert_max_num_queries,
+    django_capture_on_commit_callbacks,
 ):
     import kernels
-    from webapp.jobs import services
+
+    settings.KF_TEAM_MAX_ACTIVE_JOBS = 30
 
     problem = [kernels.parse_problem("softmax", "64x64", "fp32")]
     with django_capture_on_commit_callbacks(execute=False):
         for n in range(30):
-            services.job_create_from_shapes(
-                user=alice, team=team, title=f"job {n}", problems=problem, queue="cpu"
-            )
+            shape_job(user=alice, team=team, title=f"job {n}", problems=problem, queue="cpu")
     with django_assert_max_num_queries(8):
         first = alice_client.get("/").content.decode()
     assert "Page 1 of 2" in first and "job 29" in first and "job 0<" not in first
@@ -170,13 +175,10 @@ def test_interpreter_and_implausible_results_never_appear_on_a_leaderboard(
     alice_client, alice, team, django_capture_on_commit_callbacks
 ):
     import kernels
-    from webapp.jobs import services
 
     problem = [kernels.parse_problem("sum", "64x64", "fp32")]
     with django_capture_on_commit_callbacks(execute=False):
-        job = services.job_create_from_shapes(
-            user=alice, team=team, title="cpu run", problems=problem, queue="cpu"
-        )
+        job = shape_job(user=alice, team=team, title="cpu run", problems=problem, queue="cpu")
     worker = FakeWorker(job.tasks.get().id)
     worker.iterate(verdict="kept", speedup=3.0, kind="interpreter", regime="interpreter",
                    device="cpu (triton interpreter)")  # fmt: skip
@@ -236,6 +238,5 @@ def test_a_single_kept_kernel_downloads_as_its_own_package(alice_client, runs):
     names = zipfile.ZipFile(io.BytesIO(response.content)).namelist()
     assert sum(n.endswith(".py") and "/kernels/k_" in n for n in names) == 1
     reverted = Iteration.objects.filter(job=job, verdict="reverted").first()
-    assert (
-        alice_client.get(f"/jobs/{job.id}/iterations/{reverted.seq}/package.zip").status_code == 404
-    )
+    refused = alice_client.get(f"/jobs/{job.id}/iterations/{reverted.seq}/package.zip")
+    assert refused.status_code == 302 and refused["Content-Type"] != "application/zip"

@@ -16,10 +16,10 @@ import pytest
 import torch
 from django.conf import settings
 
-from webapp.api.selectors import job_winners
 from webapp.dashboard.demo import seed_job
 from webapp.downloads import gpu_check
 from webapp.downloads.builder import build_package
+from webapp.jobs.selectors import job_winners
 
 pytestmark = pytest.mark.django_db
 
@@ -45,7 +45,7 @@ def sample(alice, team, settings, tmp_path):
     job = seed_job(user=alice, team=team, title=title, shapes=GPU_WINNERS, seed=1,
                    reports=False, steps=4).job  # fmt: skip
     problems = [t.problem for t in job.tasks.select_related("problem").order_by("id")]
-    return build_package(job=job, winners=job_winners(job=job), problems=problems)
+    return build_package(job=job, winners=job_winners(job_id=job.id), problems=problems)
 
 
 def test_the_gpu_sample_package_builds(sample):

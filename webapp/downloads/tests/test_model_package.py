@@ -1,6 +1,6 @@
-"""A model job's package ships its kernels only when the model with them beat its best baseline
-end to end, and its README shows every baseline (eager, CUDA graphs, torch.compile) with its
-compile time next to the ways with the kernels."""
+"""A model job's kernels ship only when the model with them beat its best baseline end to end
+(else there is no package, and the job page says why), and its README shows every baseline
+(eager, CUDA graphs, torch.compile) with its compile time next to the ways with the kernels."""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from django.urls import reverse
 
-from webapp.api.selectors import job_winners
+from webapp.api import services as api_services
+from webapp.api.tests.conftest import client_for
 from webapp.dashboard.demo import seed_job
 from webapp.downloads.builder import build_package
-from webapp.jobs.models import Job
-from webapp.modeljobs.models import ModelRun
+from webapp.jobs.models import Job, ModelRun
+from webapp.jobs.selectors import job_winners, no_winner_message, package_winners
 
 pytestmark = pytest.mark.django_db
 
@@ -27,15 +29,18 @@ FUSIONS = [
 ]
 
 
-def _package(alice, team, end_to_end):
+def _model_job(alice, team, end_to_end) -> Job:
     job = seed_job(user=alice, team=team, title="A model", shapes=FUSIONS, seed=1,
-                   reports=False, steps=2).job  # fmt: skip
+                   reports=False).job  # fmt: skip
     Job.objects.filter(id=job.id).update(kind=Job.Kind.MODEL)
     job.refresh_from_db()
-    ModelRun.objects.create(job=job, queue="gpu.h100", budget_s=60, status="done",
-                            end_to_end=end_to_end)  # fmt: skip
+    ModelRun.objects.create(job=job, queue="gpu.h100", status="done", end_to_end=end_to_end)
+    return job
+
+
+def _package(job):
     problems = [t.problem for t in job.tasks.select_related("problem").order_by("id")]
-    package = build_package(job=job, winners=job_winners(job=job), problems=problems)
+    package = build_package(job=job, winners=package_winners(job_id=job.id), problems=problems)
     archive = zipfile.ZipFile(io.BytesIO(package.data))
     root = package.name.replace("_", "-")
     table = json.loads(archive.read(f"{root}/{package.name}/dispatch.json"))
@@ -52,7 +57,7 @@ def _recorded_end_to_end() -> dict:
 def test_a_model_faster_than_its_best_baseline_ships_its_kernels(alice, team):
     e2e = _recorded_end_to_end()
     assert e2e["faster"]
-    table, readme = _package(alice, team, e2e)
+    table, readme = _package(_model_job(alice, team, e2e))
     assert {e["op"] for e in table["entries"]} == {op for op, *_ in FUSIONS}
     assert f"{e2e['speedup']:.3f}x faster than the best baseline" in readme
     for name in ("eager", "cuda_graphs", "compile", "compile_max_autotune", "compile_cuda_graphs"):
@@ -63,14 +68,33 @@ def test_a_model_faster_than_its_best_baseline_ships_its_kernels(alice, team):
         assert f"{variant['compile_s']:.1f}" in readme
 
 
-def test_a_model_nothing_beats_ships_no_replacement(alice, team):
+@pytest.mark.parametrize("end_to_end", ["unbeaten", "not checked yet"])
+def test_a_model_nothing_beats_ships_nothing_and_its_page_says_why(alice, team, client, end_to_end):
     e2e = _recorded_end_to_end() | {
         "faster": False,
         "speedup": 0.98,
         "speedup_ci": [0.96, 1.01],
         "message": "Nothing beats the best baseline.",
     }
-    table, readme = _package(alice, team, e2e)
-    assert table["entries"] == []  # the ops are registered, PyTorch serves every call
-    assert set(table["ops"]) >= {"swiglu_gate", "qkv_rotary", "decode_attention"}
-    assert "Nothing beats the best baseline" in readme and "replaces no" in readme
+    job = _model_job(alice, team, e2e if end_to_end == "unbeaten" else None)
+    assert job_winners(job_id=job.id), "its kernels are verified wins on their own shapes"
+    assert package_winners(job_id=job.id) == []
+    with pytest.raises(ValueError):
+        _package(job)
+    why = no_winner_message(job_id=job.id)
+    assert ("Nothing beats the best baseline" in why) == (end_to_end == "unbeaten")
+    assert "nothing to download" in why
+
+    client.force_login(alice)
+    page = client.get(reverse("jobs:detail", args=[job.id])).content.decode()
+    assert "Download winners" not in page and 'id="no-winner"' in page
+    response = client.get(reverse("dashboard:job_package", args=[job.id]))
+    assert response.status_code == 302, "no zip: back to the job page, which says why"
+    seq = job_winners(job_id=job.id)[0].iteration.seq
+    iteration_page = client.get(reverse("dashboard:iteration", args=[job.id, seq]))
+    assert "Download package" not in iteration_page.content.decode()
+    response = client.get(reverse("dashboard:problem_package", args=[job.id, seq]))
+    assert response.status_code == 302
+    api = client_for(api_services.token_create(user=alice, name="t")[1])
+    error = api.get(f"/api/v1/jobs/{job.id}/download").json()["error"]
+    assert error["code"] == "no_winners" and error["message"] == why

@@ -16,11 +16,11 @@ import zipfile
 
 import pytest
 
-from webapp.api.archive import kernel_module
-from webapp.api.selectors import job_winners
 from webapp.dashboard.demo import seed_job
 from webapp.dashboard.tests.venv_support import install_and_test
 from webapp.downloads.builder import package_name
+from webapp.downloads.manifest import kernel_module
+from webapp.jobs.selectors import job_winners
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
@@ -103,7 +103,7 @@ def test_import_replaces_the_pytorch_ops_at_won_shapes(client, alice, team, sett
     table = json.loads(archive.read(f"{root}/{name}/dispatch.json"))
     assert len(table["entries"]) == len(SMALL_WINNERS)
     # The shipped sources are the evaluated ones, byte for byte.
-    for winner in job_winners(job=job):
+    for winner in job_winners(job_id=job.id):
         shipped = archive.read(f"{root}/{name}/kernels/{kernel_module(winner.task.problem)}.py")
         assert shipped.decode() == winner.iteration.source
     path = tmp_path / f"{root}.zip"

@@ -6,6 +6,7 @@ from channels.testing import WebsocketCommunicator
 
 from webapp.asgi import application
 from webapp.jobs import services
+from webapp.jobs.tests.support import shape_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -18,9 +19,7 @@ def session_headers(client, user, origin=b"http://localhost"):
 
 @pytest.fixture
 def running_job(alice, team, problems):
-    job = services.job_create_from_shapes(
-        user=alice, team=team, title="live", problems=problems[:1], queue="x"
-    )
+    job = shape_job(user=alice, team=team, title="live", problems=problems[:1], queue="x")
     task = job.tasks.get()
     services.task_claim(task_id=task.id, worker="w")
     return job, task

@@ -4,28 +4,21 @@ import threading
 from datetime import timedelta
 
 import pytest
-import redis
-from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.utils import timezone
 
 from webapp.jobs import services
 from webapp.jobs.models import Iteration, Job, Task
+from webapp.jobs.tests.support import shape_job
+from workers.tests.support import queue_clear, queue_length
 
 pytestmark = pytest.mark.django_db
 
 
 def make_job(user, team, problems, queue="test.nobody"):
     # A queue no worker listens on: these tests drive the task states themselves.
-    return services.job_create_from_shapes(
-        user=user, team=team, title="t", problems=problems, queue=queue
-    )
-
-
-def queue_key(name):
-    """The Redis list behind a Celery queue (settings_test gives each test run a key prefix)."""
-    return settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix", "") + name
+    return shape_job(user=user, team=team, title="t", problems=problems, queue=queue)
 
 
 def record(task, attempt, index, verdict="reverted"):
@@ -37,15 +30,14 @@ def record(task, attempt, index, verdict="reverted"):
 def test_it_splits_a_job_into_problems_and_tasks_and_enqueues_them_after_commit(
     alice, team, problems, django_capture_on_commit_callbacks
 ):
-    broker = redis.Redis.from_url(settings.REDIS_URL)
-    broker.delete(queue_key("test.enqueue"))
+    queue_clear("test.enqueue")
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         job = make_job(alice, team, problems, queue="test.enqueue")
-    assert broker.llen(queue_key("test.enqueue")) == 0, "nothing may be enqueued before the commit"
+    assert queue_length("test.enqueue") == 0, "nothing may be enqueued before the commit"
     for callback in callbacks:
         callback()
-    assert broker.llen(queue_key("test.enqueue")) == 2
-    broker.delete(queue_key("test.enqueue"))
+    assert queue_length("test.enqueue") == 2
+    queue_clear("test.enqueue")
     assert job.tasks.filter(enqueued_at__isnull=False).count() == 2
     assert job.status == Job.Status.QUEUED
     assert [p.key for p in job.problems.all()] == [p.key for p in problems]
@@ -60,8 +52,7 @@ def test_it_keeps_a_job_submitted_while_the_broker_is_down_and_sends_it_later(
     def broker_down(*args, **kwargs):
         raise OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
 
-    broker = redis.Redis.from_url(settings.REDIS_URL)
-    broker.delete(queue_key("test.unsent"))
+    queue_clear("test.unsent")
     with monkeypatch.context() as patch:
         patch.setattr(services.run_task_task, "apply_async", broker_down)
         with django_capture_on_commit_callbacks(execute=True):
@@ -72,9 +63,9 @@ def test_it_keeps_a_job_submitted_while_the_broker_is_down_and_sends_it_later(
     Job.objects.filter(id=job.id).update(created_at=timezone.now() - timedelta(minutes=5))
     sent = services.tasks_send_unsent(older_than_s=60)  # the broker is back (the real Redis)
     assert sorted(sent) == sorted(job.tasks.values_list("id", flat=True))
-    assert broker.llen(queue_key("test.unsent")) == 2
+    assert queue_length("test.unsent") == 2
     assert services.tasks_send_unsent(older_than_s=60) == [], "sent once, not on every tick"
-    broker.delete(queue_key("test.unsent"))
+    queue_clear("test.unsent")
 
 
 def test_it_refuses_a_job_for_a_team_the_user_is_not_in(bob, team, problems):
@@ -181,17 +172,6 @@ def test_it_gives_up_on_a_task_after_too_many_lost_workers(alice, team, problems
     task.refresh_from_db()
     assert task.status == Task.Status.FAILED and "stopped responding" in task.error
     assert Job.objects.get(id=task.job_id).status == Job.Status.FAILED
-
-
-def test_it_stores_a_model_file_without_running_anything(alice, team, settings, tmp_path):
-    from django.core.files.uploadedfile import SimpleUploadedFile
-
-    settings.MEDIA_ROOT = tmp_path
-    job = services.job_create_from_model(
-        user=alice, team=team, title="m", model_file=SimpleUploadedFile("net.pt", b"weights")
-    )
-    assert job.status == Job.Status.AWAITING_PROFILER and job.tasks.count() == 0
-    assert (tmp_path / job.model_file.name).read_bytes() == b"weights"
 
 
 @pytest.mark.django_db(transaction=True)

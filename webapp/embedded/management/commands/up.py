@@ -22,6 +22,8 @@ from webapp.embedded import redis_server
 from webapp.embedded.demo import demo_account_ensure, demo_password
 from webapp.embedded.gpus import detect_gpus
 from webapp.embedded.supervisor import Supervisor
+from webapp.embedded.web import web_server_argv
+from webapp.embedded.workers import work_queues, worker_argv, worker_plan
 
 
 class Command(BaseCommand):
@@ -57,17 +59,7 @@ class Command(BaseCommand):
             self._start_redis(supervisor, env)
             queues = self._start_workers(supervisor, env)
             env["KF_QUEUES"] = ",".join(queues)
-            daphne = [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                host,
-                "-p",
-                str(port),
-                "webapp.asgi:application",
-            ]
-            web = supervisor.start("web", daphne, env=env)
+            web = supervisor.start("web", web_server_argv(host, port), env=env)
             if not _wait_for_port(host, port, alive=lambda: web.running, timeout_s=90):
                 raise CommandError(f"the web server did not start listening on {host}:{port}")
             shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
@@ -114,46 +106,13 @@ class Command(BaseCommand):
         self._say(f"started a private Redis at {url} (keeps nothing on disk)")
 
     def _start_workers(self, supervisor: Supervisor, env: dict[str, str]) -> list[str]:
-        celery = [sys.executable, "-m", "celery", "-A", "workers", "worker", "--loglevel", "INFO"]
-        beat = ["--beat", "--schedule", str(settings.VAR_DIR / "celerybeat-schedule")]
-        gpus = detect_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"))
-        if not gpus:
-            # No GPU: one worker runs candidates in Triton's interpreter; it also takes the
-            # control queue (watchdog) and runs the beat.
-            worker_env = dict(env, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
-            supervisor.start(
-                "worker-cpu",
-                [
-                    *celery,
-                    "-Q",
-                    f"cpu,{settings.KF_CONTROL_QUEUE}",
-                    "-c",
-                    "1",
-                    "-n",
-                    "cpu@%h",
-                    *beat,
-                ],
-                env=worker_env,
-            )
-            return ["cpu"]
-        queues = []
-        for gpu in gpus:
-            worker_env = dict(env, CUDA_VISIBLE_DEVICES=str(gpu.index))
-            supervisor.start(
-                f"worker-gpu{gpu.index}",
-                [*celery, "-Q", gpu.queue, "-c", "1", "-n", f"gpu{gpu.index}@%h"],
-                env=worker_env,
-            )
-            self._say(f"GPU {gpu.index}: {gpu.name} -> queue {gpu.queue}")
-            if gpu.queue not in queues:
-                queues.append(gpu.queue)
-        # Housekeeping never waits behind an hours-long GPU job (R4.3).
-        supervisor.start(
-            "worker-control",
-            [*celery, "-Q", settings.KF_CONTROL_QUEUE, "-c", "1", "-n", "control@%h", *beat],
-            env=dict(env, CUDA_VISIBLE_DEVICES=""),
-        )
-        return queues
+        plan = worker_plan(detect_gpus(os.environ.get("CUDA_VISIBLE_DEVICES")))
+        schedule = settings.VAR_DIR / "celerybeat-schedule"
+        for spec in plan:
+            argv = worker_argv(spec, beat_schedule=schedule)
+            supervisor.start(spec.name, argv, env=dict(env, **spec.env))
+            self._say(f"{spec.name} -> queues {', '.join(spec.queues)}")
+        return work_queues(plan)
 
     def _say(self, text: str) -> None:
         self.stdout.write(text)

@@ -12,10 +12,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from kernels.model_source import check_model_source
+from webapp.api.tests.conftest import evaluation
+from webapp.jobs import selectors
 from webapp.jobs import services as job_services
-from webapp.jobs.models import Job, Task
-from webapp.modeljobs import selectors, services
-from webapp.modeljobs.models import ModelRun
+from webapp.jobs.models import Job, ModelRun, Task
+from webapp.jobs.tests.support import model_jobs
 from workers.model_tasks import profile_model_job, verify_model_job
 from workers.reporting import DjangoReporter
 
@@ -31,11 +32,9 @@ def run(x, weight, out):
 """
 
 
-def _create(alice, team, name, budget_s=600.0):
+def _create(alice, team, name, gpu_minutes=10):
     source = check_model_source((FIXTURES / f"{name}.py").read_text(), f"{name}.py")
-    (job,) = services.model_jobs_create(
-        user=alice, team=team, title="m", sources=[source], budget_s=budget_s, queue="test.nobody"
-    )
+    (job,) = model_jobs(alice, team, [source], gpu_minutes=gpu_minutes)
     return job
 
 
@@ -70,7 +69,12 @@ def test_it_profiles_plans_optimizes_and_verifies_a_model_job(
                 task_id=task.id,
                 attempt=claim.attempt,
                 data=job_services.IterationData(
-                    index=0, verdict="kept", source=RMSNORM_KERNEL, speedup=1.5, best_speedup=1.5
+                    index=0,
+                    verdict="kept",
+                    source=RMSNORM_KERNEL,
+                    speedup=1.5,
+                    best_speedup=1.5,
+                    evaluation=evaluation(speedup=1.5),
                 ),
             )
         with django_capture_on_commit_callbacks(execute=False) as verify_enqueued:

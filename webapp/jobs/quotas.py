@@ -2,8 +2,8 @@
 
 GPU minutes count what iterations actually used (Iteration.gpu_s) inside the window, plus
 what active jobs may still spend (their budget minus what they used), so a burst of
-submissions cannot overbook the team. Jobs submitted without a budget (the web form) count
-at the default budget.
+submissions cannot overbook the team. submission.jobs_submit checks them, under a lock on the
+team row, for the web form and the API alike.
 """
 
 from __future__ import annotations
@@ -16,9 +16,17 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from webapp.accounts.models import Team
-from webapp.api.errors import ApiError, ErrorCode
-from webapp.api.models import JobBudget
 from webapp.jobs.models import Iteration, Job
+
+
+class QuotaExceeded(Exception):
+    """A new job does not fit the team's limits; `code` is the API's stable error code."""
+
+    def __init__(self, code: str, message: str, details: list[dict]) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details = details
 
 
 @dataclass(frozen=True)
@@ -44,10 +52,10 @@ def team_usage(*, team_id: int) -> TeamUsage:
         )["s"]
         or 0.0
     )
-    active = list(
-        Job.objects.filter(team_id=team_id, status__in=Job.ACTIVE).values_list("id", flat=True)
+    budgets = dict(
+        Job.objects.filter(team_id=team_id, status__in=Job.ACTIVE).values_list("id", "gpu_minutes")
     )
-    budgets = dict(JobBudget.objects.filter(job_id__in=active).values_list("job_id", "gpu_minutes"))
+    active = list(budgets)
     spent = dict(
         Iteration.objects.filter(job_id__in=active)
         .values("job_id")
@@ -55,12 +63,7 @@ def team_usage(*, team_id: int) -> TeamUsage:
         .values_list("job_id", "s")
     )
     reserved_min = sum(
-        max(
-            0.0,
-            budgets.get(job_id, settings.KF_JOB_DEFAULT_GPU_MINUTES)
-            - (spent.get(job_id) or 0.0) / 60,
-        )
-        for job_id in active
+        max(0.0, budgets[job_id] - (spent.get(job_id) or 0.0) / 60) for job_id in active
     )
     return TeamUsage(
         active_jobs=len(active),
@@ -72,25 +75,28 @@ def team_usage(*, team_id: int) -> TeamUsage:
     )
 
 
-def quota_check(*, team_id: int, gpu_minutes: int) -> TeamUsage:
-    """Raise the quota ApiError if a new job with this budget does not fit; else the usage."""
+def quota_check(*, team_id: int, gpu_minutes: int, jobs: int = 1) -> TeamUsage:
+    """Raise QuotaExceeded if `jobs` new jobs of `gpu_minutes` each do not fit; else the usage."""
     usage = team_usage(team_id=team_id)
-    if usage.active_jobs >= usage.max_active_jobs:
-        raise ApiError(
-            ErrorCode.QUOTA_ACTIVE_JOBS,
+    if usage.active_jobs + jobs > usage.max_active_jobs:
+        raise QuotaExceeded(
+            "quota_active_jobs",
             f"The team already has {usage.active_jobs} queued or running jobs; the limit is "
-            f"{usage.max_active_jobs}. Wait for one to finish or cancel one.",
+            f"{usage.max_active_jobs}"
+            + (f", and this upload would add {jobs}" if jobs > 1 else "")
+            + ". Wait for one to finish or cancel one.",
             [{"active_jobs": usage.active_jobs, "max_active_jobs": usage.max_active_jobs}],
         )
-    if gpu_minutes > usage.gpu_minutes_available:
-        raise ApiError(
-            ErrorCode.QUOTA_GPU_MINUTES,
-            f"A budget of {gpu_minutes} GPU minutes does not fit: the team has "
+    wanted = gpu_minutes * jobs
+    if wanted > usage.gpu_minutes_available:
+        raise QuotaExceeded(
+            "quota_gpu_minutes",
+            f"A budget of {wanted} GPU minutes does not fit: the team has "
             f"{usage.gpu_minutes_available:.1f} of {usage.gpu_minutes_quota} left in this "
             f"{usage.window_days}-day window (active jobs hold {usage.gpu_minutes_reserved:.1f}).",
             [
                 {
-                    "requested_gpu_minutes": gpu_minutes,
+                    "requested_gpu_minutes": wanted,
                     "available_gpu_minutes": usage.gpu_minutes_available,
                     "quota_gpu_minutes": usage.gpu_minutes_quota,
                 }
@@ -99,10 +105,10 @@ def quota_check(*, team_id: int, gpu_minutes: int) -> TeamUsage:
     return usage
 
 
-def quota_check_locked(*, team_id: int, gpu_minutes: int) -> TeamUsage:
+def quota_check_locked(*, team_id: int, gpu_minutes: int, jobs: int = 1) -> TeamUsage:
     """quota_check under a lock on the team row, so concurrent submissions are checked in turn.
 
-    Call inside the transaction that creates the job (the web form and the API both do).
+    Call inside the transaction that creates the jobs (submission.jobs_submit does).
     """
     Team.objects.select_for_update().filter(id=team_id).values_list("id", flat=True).get()
-    return quota_check(team_id=team_id, gpu_minutes=gpu_minutes)
+    return quota_check(team_id=team_id, gpu_minutes=gpu_minutes, jobs=jobs)

@@ -15,11 +15,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from kernels.model_source import check_model_source
+from webapp.api.tests.conftest import evaluation
+from webapp.jobs import model_services as services
 from webapp.jobs import services as job_services
-from webapp.jobs.models import Job, Task
+from webapp.jobs.models import Job, ModelRun, Task
 from webapp.jobs.selectors import job_status_event
-from webapp.modeljobs import services
-from webapp.modeljobs.models import ModelRun
+from webapp.jobs.tests.support import model_jobs
 from workers.model_tasks import profile_model_job, verify_model_job
 from workers.reporting import DjangoReporter
 from workers.tasks import watchdog
@@ -43,9 +44,7 @@ def planned(alice, team, django_capture_on_commit_callbacks):
     budget large enough that each problem gets its minimum slice)."""
     source = check_model_source(MODEL.read_text(), "two_norms.py")
     with django_capture_on_commit_callbacks(execute=False):
-        (job,) = services.model_jobs_create(
-            user=alice, team=team, title="m", sources=[source], budget_s=6000, queue="test.nobody"
-        )
+        (job,) = model_jobs(alice, team, [source], gpu_minutes=100)
         assert profile_model_job(str(job.id)) == "planned"
     tasks = list(Task.objects.filter(job=job).select_related("problem").order_by("id"))
     assert len(tasks) == 2 and RMSNORM_KEY in [t.problem.key for t in tasks]
@@ -58,7 +57,12 @@ def _finish_with_winner(task: Task, captured) -> None:
         task_id=task.id,
         attempt=claim.attempt,
         data=job_services.IterationData(
-            index=0, verdict="kept", source=RMSNORM_KERNEL, speedup=1.5, best_speedup=1.5
+            index=0,
+            verdict="kept",
+            source=RMSNORM_KERNEL,
+            speedup=1.5,
+            best_speedup=1.5,
+            evaluation=evaluation(speedup=1.5),
         ),
     )
     with captured(execute=False):
@@ -197,9 +201,7 @@ def _job_with_recorded_check(alice, team, captured, **changes):
     h100 = json.loads((recorded / "model_llama_block_h100.json").read_text())["result"]
     source = check_model_source(MODEL.read_text(), "two_norms.py")
     with captured(execute=False):
-        (job,) = services.model_jobs_create(
-            user=alice, team=team, title="m", sources=[source], budget_s=60, queue="test.nobody"
-        )
+        (job,) = model_jobs(alice, team, [source], gpu_minutes=1)
     e2e = h100["end_to_end"] | {"winners": [], "predicted": h100["predicted_from_kernels"]}
     ModelRun.objects.filter(job=job).update(
         status=ModelRun.Status.DONE,

@@ -1,7 +1,7 @@
-"""A job's winning kernels: the provenance manifest and where each source lies in the download.
+"""A download's provenance manifest, and where each winning source lies in the package.
 
-The download itself is an installable Python package built by webapp/downloads/builder.py (one
-builder for the API and the web pages):
+The download itself is an installable Python package built by builder.py (one builder for the
+API and the web pages):
 
     kf-<job-title-slug>/manifest.json
     kf-<job-title-slug>/kf_<job_title_slug>/kernels/k_<op>_<shape>_<dtype>[_<layout>].py
@@ -18,8 +18,8 @@ from typing import Any
 
 from django.utils.text import slugify
 
-from webapp.api.selectors import Winner
 from webapp.jobs.models import Job, Problem
+from webapp.jobs.selectors import Winner, best_baseline
 
 MANIFEST_VERSION = 1
 
@@ -61,7 +61,7 @@ def manifest(job: Job, winners: list[Winner], problems: list[Problem]) -> dict[s
 
 def _winner_entry(winner: Winner) -> dict[str, Any]:
     it, problem = winner.iteration, winner.task.problem
-    evaluation = it.evaluation or {}
+    evaluation = it.measurement
     return {
         "path": winner_path(winner),
         "sha256": hashlib.sha256(it.source.encode()).hexdigest(),
@@ -69,21 +69,17 @@ def _winner_entry(winner: Winner) -> dict[str, Any]:
         "task": winner.task.id,
         "iteration": {"seq": it.seq, "index": it.index, "candidate_id": it.candidate_id},
         "speedup": it.speedup,
-        "interpreter": winner.interpreter,
-        "ranked": not winner.interpreter,
+        "best_baseline": _best_baseline(evaluation),
+        "ranked": it.ranked,
         "family": it.family,
         "params": it.params,
         "device": evaluation.get("device"),
-        "evaluation": evaluation,
+        "evaluation": it.evaluation,
+        "final_evaluation": it.final_evaluation,
         "hypothesis": it.hypothesis,
     }
 
 
-def winners_zip(
-    job: Job, winners: list[Winner], problems: list[Problem], job_url: str = ""
-) -> bytes:
-    """The download: an installable package (webapp/downloads/builder.py, shared with the pages)
-    that also carries manifest() at its root."""
-    from webapp.downloads.builder import build_package  # it imports this module
-
-    return build_package(job=job, winners=winners, problems=problems, job_url=job_url).data
+def _best_baseline(evaluation: dict[str, Any]) -> dict[str, Any] | None:
+    best = best_baseline(evaluation)
+    return {"name": best.baseline, "speedup": best.speedup} if best else None

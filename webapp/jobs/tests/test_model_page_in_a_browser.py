@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from kernels.model_source import check_model_source
-from webapp.modeljobs import services
-from webapp.modeljobs.models import ModelRun
+from webapp.jobs.models import ModelRun
+from webapp.jobs.tests.support import model_jobs
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
@@ -30,10 +30,7 @@ def test_the_model_page_shows_every_baseline_and_draws_the_end_to_end_chart(
     result = json.loads((RECORDED / "model_llama_decode_h100_run1.json").read_text())["result"]
     source = check_model_source(EXAMPLE.read_text(), "llama_decode.py")
     with django_capture_on_commit_callbacks(execute=False):
-        (job,) = services.model_jobs_create(
-            user=alice, team=team, title="Decode step", sources=[source], budget_s=600,
-            queue="test.nobody",
-        )  # fmt: skip
+        (job,) = model_jobs(alice, team, [source], title="Decode step", gpu_minutes=10)
     e2e = result["end_to_end"] | {"winners": [], "predicted": result["predicted_from_kernels"]}
     ModelRun.objects.filter(job=job).update(
         status=ModelRun.Status.DONE, end_to_end=e2e, profile=result["profile"], plan=result["plan"]

@@ -1,64 +1,35 @@
-"""Writes about model jobs: create, profile recorded (problems + tasks in plan order), verify.
+"""Writes about model jobs after submission: profile recorded (its plan's tasks), verified.
 
-Every transition is a compare-and-set on ModelRun.status, so a redelivered Celery message is
-a no-op. Model code never runs here: the worker profiles and verifies it in the harness's
-sandbox and hands us plain JSON.
+A model job is made by submission.jobs_submit. Every transition here is a compare-and-set on
+ModelRun.status, so a redelivered Celery message is a no-op. Model code never runs here: the
+worker profiles and verifies it in the harness's sandbox and hands us plain JSON. Its checks
+(profile, verify) are sent where services.check_route says, so they never wait behind other
+jobs' optimizations.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
-from django.core.files.base import ContentFile
+from celery import Task as CeleryTask
 from django.db import transaction
 from django.utils import timezone
 
 import kernels
-from kernels.model_source import ModelSource
-from webapp.jobs import events, selectors
-from webapp.jobs.models import Job, Problem, Task
-from webapp.jobs.services import _require_member
-from webapp.modeljobs.models import ModelRun
+from webapp.jobs.models import Job, ModelRun, Task
+from webapp.jobs.services import check_route, status_notify, tasks_create
 from workers.model_tasks import profile_model_job, verify_model_job
-from workers.tasks import run_task as run_task_task
 
 log = logging.getLogger(__name__)
 S = ModelRun.Status
 
 
-@transaction.atomic
-def model_jobs_create(
-    *,
-    user: AbstractBaseUser,
-    team,
-    title: str,
-    sources: Sequence[ModelSource],
-    budget_s: float,
-    queue: str,
-    example: str = "",
-) -> list[Job]:
-    """One job per model source (a KernelBench bundle gives several); profiling is enqueued
-    after commit."""
-    _require_member(user, team)
-    if not sources:
-        raise ValueError("a model job needs at least one model source")
-    jobs = []
-    for source in sources:
-        job_title = title if len(sources) == 1 else f"{title}: {source.title}"[:120]
-        job = Job(team=team, created_by=user, title=job_title, kind=Job.Kind.MODEL)
-        job.model_file.save(source.name, ContentFile(source.text.encode()), save=False)
-        job.save()
-        ModelRun.objects.create(job=job, queue=queue, budget_s=budget_s, example=example)
-        transaction.on_commit(
-            lambda j=job.id: profile_model_job.apply_async(args=[str(j)], queue=queue)
-        )
-        jobs.append(job)
-    return jobs
+def profile_send_after_commit(*, job_id: uuid.UUID, queue: str) -> None:
+    """Send the model's profile after the transaction that saved the job commits."""
+    transaction.on_commit(lambda: _send_check(profile_model_job, job_id, queue))
 
 
 def model_profile_claim(*, job_id: uuid.UUID | str) -> str | None:
@@ -71,13 +42,14 @@ def model_profile_claim(*, job_id: uuid.UUID | str) -> str | None:
             status=Job.Status.RUNNING, started_at=timezone.now()
         )
         job = Job.objects.get(id=job_id)
-    _notify(job_id)
+    status_notify(job_id)
     with job.model_file.open("rb") as f:
         return f.read().decode("utf-8", errors="replace")
 
 
 def model_budget(*, job_id: uuid.UUID | str) -> float:
-    return ModelRun.objects.filter(job_id=job_id).values_list("budget_s", flat=True).get()
+    """The GPU seconds the Amdahl plan splits across the model's problems: the job's budget."""
+    return Job.objects.filter(id=job_id).values_list("gpu_minutes", flat=True).get() * 60.0
 
 
 @transaction.atomic
@@ -86,28 +58,13 @@ def model_profile_record(
 ) -> list[int]:
     """Save profile + plan; one Problem and Task per funded plan item, in plan order, each
     enqueued after commit. With nothing to optimize the job ends here. Returns task ids."""
-    run = ModelRun.objects.select_for_update().get(job_id=job_id)
+    run = ModelRun.objects.select_for_update().select_related("job").get(job_id=job_id)
     if run.status != S.PROFILING:
         return []
     funded = [item for item in plan["items"] if item["budget_s"] > 0]
     run.profile, run.plan = profile, plan
-    task_ids = []
-    for position, item in enumerate(funded):
-        spec = kernels.Problem.from_dict(item["problem"])
-        problem = Problem.objects.create(
-            job_id=job_id,
-            position=position,
-            op=spec.op,
-            shape=list(spec.shape),
-            dtype=spec.dtype,
-            layout=spec.layout,
-            key=spec.key,
-        )
-        task = Task.objects.create(job_id=job_id, problem=problem, queue=run.queue)
-        task_ids.append(task.id)
-        transaction.on_commit(
-            lambda t=task.id, q=run.queue: run_task_task.apply_async(args=[t], queue=q)
-        )
+    problems = [kernels.Problem.from_dict(item["problem"]) for item in funded]
+    tasks = tasks_create(job=run.job, problems=problems, queue=run.queue)
     if funded:
         run.status = S.OPTIMIZING
     else:
@@ -117,8 +74,8 @@ def model_profile_record(
             status=Job.Status.DONE, finished_at=timezone.now()
         )
     run.save()
-    transaction.on_commit(lambda: _notify(job_id))
-    return task_ids
+    transaction.on_commit(lambda: status_notify(job_id))
+    return [task.id for task in tasks]
 
 
 def model_fail(*, job_id: uuid.UUID | str, message: str, profile: dict | None = None) -> bool:
@@ -132,7 +89,7 @@ def model_fail(*, job_id: uuid.UUID | str, message: str, profile: dict | None = 
         Job.objects.filter(id=job_id, status__in=Job.ACTIVE).update(
             status=Job.Status.FAILED, finished_at=timezone.now()
         )
-    _notify(job_id)
+    status_notify(job_id)
     return True
 
 
@@ -155,8 +112,9 @@ def model_runs_settle(*, resend_after_s: float = VERIFY_RESEND_S) -> list[str]:
     """The watchdog's sweep. Model runs still OPTIMIZING with no active task left move on to
     VERIFYING: a task the watchdog gave up on (or one cancelled before it started) ends
     without a reporter, so no model_after_task call follows it, and the problems that did
-    finish are verified from here. Runs VERIFYING for longer than `resend_after_s` get their
-    verify message again. Returns the job ids moved on from OPTIMIZING."""
+    finish are verified from here. Runs waiting to be profiled, or VERIFYING, for longer than
+    `resend_after_s` get their message again (a broker that was down lost it). Returns the job
+    ids moved on from OPTIMIZING."""
     stuck = (
         ModelRun.objects.filter(status=S.OPTIMIZING)
         .exclude(job__tasks__status__in=Task.ACTIVE)
@@ -164,22 +122,29 @@ def model_runs_settle(*, resend_after_s: float = VERIFY_RESEND_S) -> list[str]:
     )
     moved = [str(job_id) for job_id in list(stuck) if _optimizing_ended(job_id)]
     cutoff = timezone.now() - timedelta(seconds=resend_after_s)
-    for run in ModelRun.objects.filter(status=S.VERIFYING, updated_at__lt=cutoff):
+    waiting = ModelRun.objects.filter(status__in=(S.QUEUED, S.VERIFYING), updated_at__lt=cutoff)
+    for run in waiting:
         with transaction.atomic():
             claimed = ModelRun.objects.filter(
-                pk=run.pk, status=S.VERIFYING, updated_at=run.updated_at
+                pk=run.pk, status=run.status, updated_at=run.updated_at
             ).update(updated_at=timezone.now())
             if claimed:
-                log.warning("model job %s: no end-to-end result yet; verify sent again", run.job_id)
-                transaction.on_commit(lambda j=run.job_id, q=run.queue: _send_verify(j, q))
+                check = profile_model_job if run.status == S.QUEUED else verify_model_job
+                log.warning("model job %s: still %s; its check sent again", run.job_id, run.status)
+                transaction.on_commit(
+                    lambda c=check, j=run.job_id, q=run.queue: _send_check(c, j, q)
+                )
     return moved
 
 
-def _send_verify(job_id: uuid.UUID | str, queue: str) -> None:
+def _send_check(check: CeleryTask, job_id: uuid.UUID | str, work_queue: str) -> None:
+    """Send a profile or verify message. A down broker loses nothing: the run keeps its state
+    and the watchdog's sweep sends the message again."""
+    queue, priority = check_route(work_queue)
     try:
-        verify_model_job.apply_async(args=[str(job_id)], queue=queue)
-    except Exception:  # a down broker: the job stays VERIFYING and the sweep sends it again
-        log.exception("could not enqueue the end-to-end check of model job %s", job_id)
+        check.apply_async(args=[str(job_id)], queue=queue, priority=priority)
+    except Exception:
+        log.exception("could not send %s for model job %s", check.name, job_id)
 
 
 def _optimizing_ended(job_id: uuid.UUID | str) -> bool:
@@ -203,9 +168,9 @@ def _optimizing_ended(job_id: uuid.UUID | str) -> bool:
             )
         if changed and not cancelled:
             queue = run.queue
-            transaction.on_commit(lambda: _send_verify(job_id, queue))
+            transaction.on_commit(lambda: _send_check(verify_model_job, job_id, queue))
     if changed:
-        _notify(job_id)
+        status_notify(job_id)
     return bool(changed)
 
 
@@ -224,9 +189,5 @@ def model_verify_record(*, job_id: uuid.UUID | str, result: dict[str, Any]) -> b
                 status=ended, finished_at=timezone.now()
             )
     if changed:
-        _notify(job_id)
+        status_notify(job_id)
     return bool(changed)
-
-
-def _notify(job_id: uuid.UUID | str) -> None:
-    events.broadcast(job_id, events.STATUS, selectors.job_status_event(job_id=job_id))

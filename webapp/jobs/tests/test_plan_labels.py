@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kernels.model_source import check_model_source
-from webapp.modeljobs import services
+from webapp.jobs.tests.support import model_jobs
 
 pytestmark = pytest.mark.django_db
 
@@ -17,9 +17,7 @@ def test_the_plan_gives_shares_in_percent_everywhere(alice, team, client, settin
     settings.MEDIA_ROOT = tmp_path
     source = check_model_source(Path(__file__).with_name("two_norms.py").read_text(), "m.py")
     with django_capture_on_commit_callbacks(execute=False):
-        (job,) = services.model_jobs_create(
-            user=alice, team=team, title="m", sources=[source], budget_s=60, queue="cpu"
-        )
+        (job,) = model_jobs(alice, team, [source], queue="cpu", gpu_minutes=1)
     run = job.model_run
     run.plan = {
         "not_optimizable_share": 0.885,

@@ -2,6 +2,8 @@
 
 from django import template
 
+from webapp.jobs import selectors
+
 register = template.Library()
 
 
@@ -13,7 +15,5 @@ def get_item(mapping, key):
 
 @register.simple_tag
 def end_to_end_view(run):
-    """{% end_to_end_view run as e2e %}: modeljobs.selectors.end_to_end_view."""
-    from webapp.modeljobs.selectors import end_to_end_view as view
-
-    return view(run)
+    """{% end_to_end_view run as e2e %}: jobs.selectors.end_to_end_view."""
+    return selectors.end_to_end_view(run)

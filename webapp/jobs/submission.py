@@ -1,0 +1,98 @@
+"""The one way a job is made. The web form, the API (and so `kforge submit`) and model uploads
+all validate with JobForm and create through jobs_submit, so they cannot drift apart again.
+
+Inside one transaction: the user's membership, the team's quotas under a lock on the team row,
+the job's GPU budget, the rows, and (after commit) the broker messages: one optimization per
+problem of a shape set; a profile per model file, whose plan then makes the tasks
+(model_services.model_profile_record).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.files.base import ContentFile
+from django.db import transaction
+
+import kernels
+from kernels.model_source import ModelSource
+from webapp.accounts.models import Team
+from webapp.jobs import model_services
+from webapp.jobs.models import Job, ModelRun
+from webapp.jobs.quotas import quota_check_locked
+from webapp.jobs.services import require_member, tasks_create
+
+if TYPE_CHECKING:
+    from webapp.jobs.forms import JobForm
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """What a user asked for, already validated (JobForm): a shape set or model files."""
+
+    team: Team
+    title: str
+    queue: str
+    gpu_minutes: int  # for each job made
+    problems: Sequence[kernels.Problem] = ()  # a shape set: one job, one task per problem
+    model_sources: Sequence[ModelSource] = ()  # model files: one job each, profiled first
+    example: str = ""  # the shipped example the model came from, if it did
+
+    @classmethod
+    def from_form(cls, form: JobForm, *, gpu_minutes: int) -> JobRequest:
+        data = form.cleaned_data
+        return cls(
+            team=data["team"],
+            title=data["title"],
+            queue=data["queue"],
+            gpu_minutes=gpu_minutes,
+            problems=tuple(form.problems),
+            model_sources=tuple(form.model_sources),
+            example=data.get("example") or "",
+        )
+
+
+def jobs_submit(*, user: AbstractBaseUser, request: JobRequest) -> list[Job]:
+    """Make the jobs of one submission: a shape set is one job; each model file is one.
+
+    Raises PermissionDenied (not a member of the team), quotas.QuotaExceeded (does not fit the
+    team's limits) or ValueError (neither or both of problems and model sources).
+    """
+    if bool(request.problems) == bool(request.model_sources):
+        raise ValueError("a submission is either a shape set or model files")
+    if request.gpu_minutes < 1:
+        raise ValueError("a job needs a budget of at least one GPU minute")
+    n_jobs = 1 if request.problems else len(request.model_sources)
+    with transaction.atomic():
+        require_member(user, request.team)
+        quota_check_locked(team_id=request.team.id, gpu_minutes=request.gpu_minutes, jobs=n_jobs)
+        if request.problems:
+            job = _job(user, request, request.title, Job.Kind.SHAPES)
+            job.save()
+            tasks_create(job=job, problems=request.problems, queue=request.queue)
+            return [job]
+        return [_model_job(user, request, source) for source in request.model_sources]
+
+
+def _job(user: AbstractBaseUser, request: JobRequest, title: str, kind: str) -> Job:
+    return Job(
+        team=request.team,
+        created_by=user,
+        title=title,
+        kind=kind,
+        gpu_minutes=request.gpu_minutes,
+    )
+
+
+def _model_job(user: AbstractBaseUser, request: JobRequest, source: ModelSource) -> Job:
+    several = len(request.model_sources) > 1
+    title = f"{request.title}: {source.title}"[:120] if several else request.title
+    job = _job(user, request, title, Job.Kind.MODEL)
+    job.model_file.save(source.name, ContentFile(source.text.encode()), save=False)
+    job.save()
+    ModelRun.objects.create(job=job, queue=request.queue, example=request.example)
+    model_services.profile_send_after_commit(job_id=job.id, queue=request.queue)
+    return job

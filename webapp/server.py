@@ -1,0 +1,109 @@
+"""The web server: daphne, with a hard cap on request bodies that holds before the body is read.
+
+    python -m webapp.server -b 127.0.0.1 -p 8000 webapp.asgi:application
+
+(`manage.py up` and docker/compose.yml start it so; it takes daphne's arguments.)
+
+Why not a Django middleware: daphne runs the application only once the whole body has
+arrived, and then hands it the whole body at once, in memory (its request queue); Django's
+ASGIHandler then spools it to a temporary file before any middleware runs. A 572 MB upload
+took the server from 415 MB to 2.17 GB before Django could refuse it. So the cap sits in the
+HTTP protocol, where daphne's request (a twisted Request) learns the body's length:
+
+- a declared Content-Length over KF_MAX_REQUEST_BYTES is answered 413 at once, and the
+  connection closed, before one byte of the body is read;
+- a body without a length (chunked) is counted as it arrives and cut off the same way when it
+  passes the cap, its bytes discarded, not stored;
+- a body longer than its declared length cannot be read past it: HTTP framing makes the rest
+  the next request, which twisted refuses as malformed.
+
+Anything accepted is at most KF_MAX_REQUEST_BYTES, so that bounds the memory a request costs.
+"""
+
+from __future__ import annotations
+
+import json
+
+from daphne import server as daphne_server
+from daphne.cli import CommandLineInterface
+from daphne.http_protocol import HTTPFactory, WebRequest
+from django.template.defaultfilters import filesizeformat
+
+
+class BoundedWebRequest(WebRequest):
+    """daphne's request, refusing a body over the cap instead of storing it."""
+
+    refused = False
+    received = 0
+
+    def gotLength(self, length: int | None) -> None:  # noqa: N802 (twisted's name)
+        if length is not None and length > _cap():
+            self._refuse(length)
+            return
+        super().gotLength(length)
+
+    def handleContentChunk(self, data: bytes) -> None:  # noqa: N802 (twisted's name)
+        if self.refused:
+            return  # what the client sent before it saw the answer: dropped, never stored
+        self.received += len(data)
+        if self.received > _cap():
+            self._refuse(None)
+            return
+        super().handleContentChunk(data)
+
+    def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:  # noqa: N802
+        if not self.refused:
+            super().requestReceived(command, path, version)
+
+    def _refuse(self, length: int | None) -> None:
+        self.refused = True
+        path = getattr(self.channel, "_path", b"") or b""  # the request line's target
+        body, content_type = _too_large_body(length, api=path.startswith(b"/api/"))
+        head = (
+            b"HTTP/1.1 413 Content Too Large\r\n"
+            b"Content-Type: " + content_type + b"\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n"
+            b"Connection: close\r\n\r\n"
+        )
+        # As twisted answers a malformed request: write the answer, then close (the client
+        # may still be sending; what arrives meanwhile is dropped above).
+        self.channel.transport.write(head + body)
+        self.channel.loseConnection()
+
+
+def _cap() -> int:
+    from django.conf import settings
+
+    return settings.KF_MAX_REQUEST_BYTES
+
+
+def _too_large_body(length: int | None, *, api: bool) -> tuple[bytes, bytes]:
+    limit = _cap()
+    size = f"{filesizeformat(length)} ({length} bytes)" if length is not None else "larger"
+    message = (
+        f"The upload is {size}; the limit is {filesizeformat(limit)} ({limit} bytes). "
+        "A model is a .py in the KernelBench convention or a .zip of them."
+    )
+    if api:
+        details = [{"limit_bytes": limit, "size_bytes": length}]
+        error = {"code": "request_too_large", "message": message, "details": details}
+        return json.dumps({"error": error}).encode(), b"application/json"
+    return message.encode(), b"text/plain; charset=utf-8"
+
+
+class BoundedHTTPFactory(HTTPFactory):
+    def buildProtocol(self, addr):  # noqa: ANN001, ANN201, N802 (twisted's name)
+        protocol = super().buildProtocol(addr)
+        protocol.requestFactory = BoundedWebRequest
+        return protocol
+
+
+def main() -> None:
+    # daphne's Server builds its HTTPFactory inside run() from this module global; there is no
+    # setting for the request class, so this entry point swaps the bounded one in.
+    daphne_server.HTTPFactory = BoundedHTTPFactory
+    CommandLineInterface.entrypoint()
+
+
+if __name__ == "__main__":
+    main()
