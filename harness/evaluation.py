@@ -23,9 +23,9 @@ from pathlib import Path
 from harness import device as device_mod
 from harness import gpu_state, sanitizer, static_scan, timing
 from harness.baselines import applicable
+from harness.compile_cache import cuda_ext_dir, keep_cache, keep_cuda_builds, seed_cache
 from harness.config import TIMING_PROTOCOL, EvalConfig
 from harness.ops import resolve_op
-from harness.precompile import keep_cache, seed_cache
 from harness.results import (
     Backend,
     Candidate,
@@ -77,7 +77,8 @@ def evaluate(
     gpu = config.device != "cpu" and device_mod.gpu_visible()
     regime = config.regime if gpu and config.regime not in (None, Regime.INTERPRETER) else None
     regime = regime or (Regime.OFFLINE if gpu else Regime.INTERPRETER)
-    config = dataclasses.replace(config, regime=regime)
+    deadline = started + config.deadline_s if config.deadline_s is not None else None
+    config = dataclasses.replace(config, regime=regime, deadline_at=deadline)
     ev = Evaluation(
         candidate_id=candidate.id,
         problem_key=problem.key,
@@ -137,6 +138,7 @@ def _child(
     wall: float | None = None,
     trusted: bool = False,
 ) -> ChildResult:
+    wall = _within_deadline(ev, config, phase, wall if wall is not None else config.limits.wall_s)
     res = run_child(
         phase,
         job,
@@ -165,8 +167,21 @@ def _child(
     return res
 
 
+def _within_deadline(ev: Evaluation, config: EvalConfig, phase: str, wall: float) -> float:
+    """A phase's wall-clock limit cut to what is left of the evaluation's deadline; none left
+    ends the evaluation as a TIMEOUT before the phase starts."""
+    if config.deadline_at is None:
+        return wall
+    left = config.deadline_at - time.monotonic()
+    if left < 1.0:
+        ev.verdict = Verdict.TIMEOUT
+        ev.error = f"{phase}: the evaluation's deadline passed before this phase could start"
+        raise _Stop(ev)
+    return min(wall, left)
+
+
 def _env(gpu: bool) -> dict[str, str]:
-    env = {"KF_COMPILE_CACHE": str(device_mod.cache_dir() / "cuda-ext")}
+    env = {"KF_COMPILE_CACHE": str(cuda_ext_dir())}
     if not gpu:
         env["TRITON_INTERPRET"] = "1"
     return env
@@ -211,7 +226,7 @@ def _pipeline(
         ev.verdict = Verdict.COMPILE_ERROR
         ev.error = ev.compile.log[-2000:]
         raise _Stop(ev)
-    _keep_cuda_builds(workdir)
+    keep_cuda_builds(workdir)
     ev.findings += [Finding(**f) for f in res.get("findings", [])]
     ev.kernels = res.get("kernels", []) + res.get("aten_ops", [])
     error = res.get("error")
@@ -280,13 +295,20 @@ def _sanitize(
         "backend": str(candidate.backend),
         "seed": secrets.randbits(62),
     }
-    wall = 2 * config.limits.wall_s + (
-        config.compile_wall_s if candidate.backend is Backend.CUDA else 0
-    )
     reports = {}
     for tool in config.sanitize_tools:
+        wall = 2 * config.limits.wall_s + (
+            config.compile_wall_s if candidate.backend is Backend.CUDA else 0
+        )
+        wall = _within_deadline(ev, config, f"sanitize_{tool}", wall)
         rep = sanitizer.run(
-            tool, job, str(workdir), limits=config.limits, wall_s=wall, env_extra=_env(gpu)
+            tool,
+            job,
+            str(workdir),
+            limits=config.limits,
+            wall_s=wall,
+            env_extra=_env(gpu),
+            deadline_at=config.deadline_at,
         )
         reports[tool] = rep.to_dict()
         if not rep.ran:
@@ -320,24 +342,15 @@ def _compile_result(info: dict) -> CompileResult:
     )
 
 
-def _keep_cuda_builds(workdir: Path) -> None:
-    """Copy fresh CUDA builds into the compile cache (keyed by source+flags hash)."""
-    ext_root = workdir / "torch-extensions"
-    if not ext_root.is_dir():
-        return
-    cache = device_mod.cache_dir() / "cuda-ext"
-    for build in ext_root.iterdir():
-        sos = list(build.glob("*.so"))
-        target = cache / build.name
-        if sos and not target.exists():
-            target.mkdir(parents=True)
-            for so in sos:
-                shutil.copy2(so, target / so.name)
-
-
 def _cublaslt_dir(gpu: bool, names: tuple[str, ...], config: EvalConfig) -> str | None:
+    """The cuBLASLt extension, built once per device and torch version (about a minute)."""
     if not gpu or "cublaslt" not in names:
         return None
+    wall = 600.0
+    if config.deadline_at is not None:
+        wall = min(wall, config.deadline_at - time.monotonic())
+        if wall < 1.0:
+            return None
     import importlib.metadata
 
     build_dir = device_mod.cache_dir() / f"cublaslt-{importlib.metadata.version('torch')}"
@@ -348,7 +361,7 @@ def _cublaslt_dir(gpu: bool, names: tuple[str, ...], config: EvalConfig) -> str 
             {"build_dir": str(build_dir)},
             str(build_dir),
             limits=config.limits,
-            wall_s=600,
+            wall_s=wall,
             cuda=True,
             isolate_net=True,
             isolate_fs=True,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from harness import device as device_mod
 from harness import ncu
+from harness.compile_cache import cuda_ext_dir
 from harness.config import EvalConfig
 from harness.ops import resolve_op
 from harness.results import Bottleneck, Candidate, Profile
@@ -88,11 +89,14 @@ def profile(
             job,
             workdir,
             limits=config.limits,
-            wall_s=config.limits.wall_s + config.compile_wall_s,
+            wall_s=min(
+                config.limits.wall_s + config.compile_wall_s,
+                config.deadline_s if config.deadline_s is not None else float("inf"),
+            ),
             cuda=True,
             isolate_net=False,
             isolate_fs=False,
-            env_extra={"KF_COMPILE_CACHE": str(device_mod.cache_dir() / "cuda-ext")},
+            env_extra={"KF_COMPILE_CACHE": str(cuda_ext_dir())},
             wrapper=ncu_command(report, full=full),
         )
     path = report + ".ncu-rep"

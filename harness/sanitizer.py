@@ -27,6 +27,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -118,14 +119,21 @@ def run(
     limits: Limits,
     wall_s: float,
     env_extra: dict[str, str],
+    deadline_at: float | None = None,
 ) -> SanitizerReport:
-    """Run the candidate_sanitize phase under `compute-sanitizer --tool <tool>`."""
+    """Run the candidate_sanitize phase under `compute-sanitizer --tool <tool>`; every try of
+    the isolation ladder ends by `deadline_at` (time.monotonic()) when one is given."""
     tool_path = find_tool()
     if tool_path is None:
         return SanitizerReport(tool, ran=False, note="compute-sanitizer is not installed")
     notes = []
     for step, (net, fs) in enumerate(ISOLATION_LADDER):
         last = step == len(ISOLATION_LADDER) - 1
+        if deadline_at is not None:
+            wall_s = min(wall_s, deadline_at - time.monotonic())
+            if wall_s < 1.0:
+                notes.append("the evaluation's deadline passed")
+                break
         level = "+".join(n for n, on in (("netns", net), ("landlock", fs)) if on) or "none"
         side = tempfile.mkdtemp(prefix="kf-sanitize-")  # 0700: the candidate cannot reach it
         log_path = os.path.join(side, f"{tool}.log")

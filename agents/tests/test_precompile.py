@@ -14,8 +14,8 @@ from agents import Budget, OptimizeConfig, optimize
 from agents.evaluator import HarnessEvaluator
 from agents.tests.fakes import ListReporter
 from harness import EvalConfig, evaluate, precompile
+from harness.compile_cache import cache_key, keep_cache, key_dir, seed_cache
 from harness.device import gpu_visible
-from harness.precompile import cache_key, keep_cache, key_dir, seed_cache
 from harness.results import Candidate, Verdict
 from kernels import get_op, parse_problem
 
