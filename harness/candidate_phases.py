@@ -19,41 +19,18 @@ from pathlib import Path
 import torch
 
 from harness import cases as cases_mod
+from harness.compiling import (
+    call_at_shapes,
+    compile_only_launches,
+    is_compile_error,
+    is_cuda_fault,
+)
 from harness.ops import VENDOR_ATEN_OPS, VENDOR_KERNEL_MARKERS, resolve_op
 from kernels.problem import Problem
 
 
 def _sync(device: str):
     return torch.cuda.synchronize if device == "cuda" else (lambda: None)
-
-
-def _is_cuda_fault(exc: BaseException) -> bool:
-    text = f"{type(exc).__name__} {exc}"
-    return any(s in text for s in ("CUDA error", "AcceleratorError", "cudaError", "illegal memory"))
-
-
-_BUILD_FILES = ("torch/utils/cpp_extension.py", "harness/cuda_ext.py")
-_BUILD_MARKERS = ("Error building extension", "CUDA_HOME", "nvcc", "ninja")
-
-
-def is_compile_error(exc: BaseException) -> bool:
-    """A Triton compile failure, or a CUDA C++ build that failed (or found no toolchain) when
-    the candidate built lazily in prepare()/run() instead of at import: the source never became
-    a kernel, so it is a compile error, not a wrong result."""
-    import subprocess
-
-    mod = type(exc).__module__ or ""
-    if "triton" in mod and "Compil" in type(exc).__name__:
-        return True
-    if isinstance(exc, subprocess.CalledProcessError):
-        return True
-    frames = traceback.extract_tb(exc.__traceback__)
-    in_build = any(f.filename.replace("\\", "/").endswith(_BUILD_FILES) for f in frames)
-    text = str(exc)
-    return in_build and (
-        isinstance(exc, (OSError, RuntimeError, ImportError))
-        or any(m in text for m in _BUILD_MARKERS)
-    )
 
 
 def _prime() -> None:
@@ -167,7 +144,7 @@ def candidate_cases(job: dict) -> dict:
             error = {
                 "case": case["name"],
                 "kind": "cuda_fault"
-                if _is_cuda_fault(exc)
+                if is_cuda_fault(exc)
                 else ("compile" if is_compile_error(exc) else "raised"),
                 "detail": "".join(traceback.format_exception(exc))[-4000:],
             }
@@ -447,11 +424,7 @@ def candidate_sanitize(job: dict) -> dict:
 
 def candidate_precompile(job: dict) -> dict:
     """Import the candidate and call it once per shape with kernel launches made compile-only
-    (Triton; a CUDA C++ candidate is built by its import alone).
-
-    Inputs are uninitialised tensors of the right shapes, dtypes and strides: compiling depends
-    on those (and on the integer arguments), not on values, and writing none costs no GPU time.
-    """
+    (Triton; a CUDA C++ candidate is built by its import alone): harness/precompile.py."""
     device = job["device"]
     t0 = time.perf_counter()
     module, info = load_candidate_module(job)
@@ -462,19 +435,11 @@ def candidate_precompile(job: dict) -> dict:
         # GPU that another candidate is being timed on.
         return {"ok": True, "seconds": time.perf_counter() - t0}
     if device == "cuda":
-        _compile_only_launches()
+        compile_only_launches()
     try:
-        for p in job["shapes"]:
-            problem = Problem.from_dict(p)
-            op = resolve_op(problem.op, job.get("op_ref", ""))
-            inputs = [_empty_like(t, device) for t in _example_inputs(op, problem)]
-            spec = op.output_spec(problem)
-            out = torch.empty(spec.shape, dtype=spec.dtype, device=device)
-            if callable(getattr(module, "prepare", None)):
-                module.prepare(*inputs)
-            module.run(*inputs, out=out)
-        if device == "cuda":
-            torch.cuda.synchronize()
+        problems = [Problem.from_dict(p) for p in job["shapes"]]
+        op = resolve_op(problems[0].op, job.get("op_ref", ""))
+        call_at_shapes(module, op, problems, device)
     except BaseException as exc:  # noqa: BLE001  (a candidate may raise anything)
         return {
             "ok": False,
@@ -483,27 +448,3 @@ def candidate_precompile(job: dict) -> dict:
             "seconds": time.perf_counter() - t0,
         }
     return {"ok": True, "seconds": time.perf_counter() - t0}
-
-
-def _compile_only_launches() -> None:
-    """Every `kernel[grid](...)` compiles (or loads from the cache) and returns, launching
-    nothing: Triton's own warmup path. Autotuned kernels compile every config this way."""
-    from triton.runtime.jit import JITFunction
-
-    launch = JITFunction.run
-
-    def compile_only(self, *args, grid, warmup, **kwargs):
-        return launch(self, *args, grid=grid, warmup=True, **kwargs)
-
-    JITFunction.run = compile_only
-
-
-def _example_inputs(op, problem):
-    try:  # shapes, dtypes and strides without materialising data
-        return op.make_inputs(problem, seed=0, device="meta")
-    except Exception:  # noqa: BLE001  (an op whose input maker needs real tensors)
-        return op.make_inputs(problem, seed=0, device="cpu")
-
-
-def _empty_like(t, device: str):
-    return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device=device)
