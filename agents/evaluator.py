@@ -203,12 +203,11 @@ class HarnessEvaluator:
     def evaluate(
         self, candidate: Candidate, problem: Problem, *, timeout_s: float, full: bool = False
     ) -> Evaluation:
-        if not full:
-            started = time.monotonic()
-            rejected = self._await_ahead(candidate, problem, timeout_s)
-            if rejected is not None:
-                return rejected
-            timeout_s = max(1.0, timeout_s - (time.monotonic() - started))
+        started = time.monotonic()
+        rejected = self._await_ahead(candidate, problem, timeout_s)
+        if rejected is not None:
+            return rejected
+        timeout_s = max(1.0, timeout_s - (time.monotonic() - started))
         settings = self._settings(timeout_s, full=full)
         return self._harness.evaluate(candidate, problem, config=settings)
 

@@ -187,6 +187,7 @@ def _initial(problem: Problem) -> OptimizeState:
         stop_reason=None,
         outcome=None,
         notes=[],
+        llm_carry=[0, 0.0],
     )
 
 

@@ -137,3 +137,6 @@ class OptimizeState(TypedDict, total=False):
     stop_reason: str | None
     outcome: dict[str, Any] | None  # tiers.Outcome.to_dict(), set by the finish node
     notes: list[str]  # provider failures and fallbacks, for the final report
+    # LLM spend of plans whose points produced no attempt yet: it travels with the next one,
+    # so the events' spend adds up to the run's.
+    llm_carry: list[float]  # [tokens, cost_usd]

@@ -116,6 +116,22 @@ def evaluate(
     return _finish(ev, started)
 
 
+def warm_up(problem: Problem, *, deadline_s: float | None = None) -> None:
+    """What the first full evaluation on a device would otherwise do first, ahead of it: measure
+    the device's ceilings and build the cuBLASLt baseline's extension (each once per device,
+    cached on disk). A failure here is left for that evaluation to report."""
+    if not device_mod.gpu_visible():
+        return
+    started = time.monotonic()
+    try:
+        device_mod.device_ceilings()
+    except RuntimeError:
+        return
+    deadline = started + deadline_s if deadline_s is not None else None
+    names = applicable(problem.op, problem.layout, "cuda")
+    _cublaslt_dir(True, names, EvalConfig(deadline_s=deadline_s, deadline_at=deadline))
+
+
 def _finish(ev: Evaluation, started: float) -> Evaluation:
     # A cheat that is also wrong is reported as a cheat: that is what the agent must learn.
     rejects = [f for f in ev.findings if f.severity == "reject"]

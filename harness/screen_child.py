@@ -156,6 +156,30 @@ def screen_batch(job: dict) -> dict:
         detail = "".join(traceback.format_exception(exc))[-2000:]
         return {"entries": list(entries.values()), "crashed": cid, "crash_detail": detail}
 
+    regime = Regime.OFFLINE if device == "cuda" else Regime.INTERPRETER
+    samples = job["samples"]
+
+    def timed_round(cid: str, module, rnd: int) -> bool:
+        """Time one candidate for round `rnd`; False when it failed (its entry says why)."""
+        progress.write(candidate_id=cid, stage="time", round=rnd)
+        if callable(getattr(module, "prepare", None)):
+            module.prepare(*timed.inputs)
+        try:
+            speed = _time(module, base_fn, timed, base_out, regime, samples[rnd], left())
+        except BaseException as exc:  # noqa: BLE001
+            if is_cuda_fault(exc):
+                raise
+            entries[cid].update(
+                verdict=Verdict.INCORRECT.value,
+                detail="run() raised while timed: "
+                + "".join(traceback.format_exception(exc))[-1500:],
+            )
+            return False
+        entries[cid].update(speed, verdict=Verdict.PASSED.value, detail="", rounds=rnd + 1)
+        return True
+
+    # Each candidate is checked and timed once as it comes (a batch cut short by the deadline
+    # still ranks what it reached); then the faster half again with more samples, and so on.
     for point in job["points"]:
         if left() <= 0:
             break
@@ -180,6 +204,10 @@ def screen_batch(job: dict) -> dict:
                     entry.update(verdict=Verdict.INCORRECT.value, detail=detail)
                     break
             entry["worst_error"] = worst if worst != float("inf") else None
+            if entry["verdict"] == Verdict.PASSED.value:
+                entry.update(verdict=Verdict.TIMEOUT.value, detail="correct; not timed in time")
+                if timed_round(cid, module, 0):
+                    passed.append((cid, module))
         except BaseException as exc:  # noqa: BLE001  (a render may fail like any code)
             if is_cuda_fault(exc):
                 entries.pop(cid)
@@ -190,39 +218,21 @@ def screen_batch(job: dict) -> dict:
                 ).value,
                 detail="".join(traceback.format_exception(exc))[-1500:],
             )
-        if entry["verdict"] == Verdict.PASSED.value:
-            entry.update(
-                verdict=Verdict.TIMEOUT.value, detail="correct; not timed before the deadline"
-            )
-            passed.append((cid, module))
 
-    regime = Regime.OFFLINE if device == "cuda" else Regime.INTERPRETER
     survivors = passed
-    samples = job["samples"]
-    for rnd, n in enumerate(samples):
+    for rnd in range(1, len(samples)):
+        survivors.sort(key=lambda cm: entries[cm[0]]["speedup"], reverse=True)
+        survivors = survivors[: max(job["keep"], math.ceil(len(survivors) / 2))]
         done = []
         for cid, module in survivors:
             if left() <= 0:
                 break
-            progress.write(candidate_id=cid, stage="time", round=rnd)
             try:
-                if callable(getattr(module, "prepare", None)):
-                    module.prepare(*timed.inputs)
-                speed = _time(module, base_fn, timed, base_out, regime, n, left())
-            except BaseException as exc:  # noqa: BLE001
-                if is_cuda_fault(exc):
-                    return crashed(cid, exc)
-                entries[cid].update(
-                    verdict=Verdict.INCORRECT.value,
-                    detail="run() raised while timed: "
-                    + "".join(traceback.format_exception(exc))[-1500:],
-                )
-                continue
-            entries[cid].update(speed, verdict=Verdict.PASSED.value, detail="", rounds=rnd + 1)
-            done.append((cid, module))
-        if rnd + 1 < len(samples):
-            done.sort(key=lambda cm: entries[cm[0]]["speedup"], reverse=True)
-            survivors = done[: max(job["keep"], math.ceil(len(done) / 2))]
+                if timed_round(cid, module, rnd):
+                    done.append((cid, module))
+            except BaseException as exc:  # noqa: BLE001  (a fault: see timed_round)
+                return crashed(cid, exc)
+        survivors = done
     return {"entries": list(entries.values())}
 
 

@@ -39,12 +39,14 @@ def coder(
         item = _failed(plan["hypothesis"], parent, ctx, str(exc), best["source"] if best else "")
         item["llm_tokens"] = ctx.llm.spent.tokens - before[0]
         item["llm_cost_usd"] = ctx.llm.spent.cost_usd - before[1]
-    # The planner's LLM spend travels with the candidate.
-    item["llm_tokens"] += plan["llm_tokens"]
-    item["llm_cost_usd"] += plan["llm_cost_usd"]
+    # The planner's LLM spend (and any earlier plan's not reported yet) travels with it.
+    tokens, cost = state.get("llm_carry", [0, 0.0])
+    item["llm_tokens"] += plan["llm_tokens"] + int(tokens)
+    item["llm_cost_usd"] += plan["llm_cost_usd"] + cost
     update: dict[str, Any] = {
         "pending": [item],
         "plan": None,
+        "llm_carry": [0, 0.0],
         "elapsed_s": ctx.elapsed(),
         "llm_tokens": ctx.llm.spent.tokens,
         "llm_cost_usd": ctx.llm.spent.cost_usd,

@@ -29,7 +29,9 @@ def finish(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Litera
     update: dict[str, Any] = {"pending": [], "plan": None}
     challenger = tiers.challenger(state, ctx.config)
     broken = state.get("stop_reason") in (StopReason.CANCELLED, StopReason.HARNESS_ERRORS)
-    if challenger is not None and not broken and not ctx.reporter.cancel_requested():
+    cap = ctx.config.budget.max_attempts
+    capped = cap is not None and state.get("next_index", 0) >= cap
+    if challenger is not None and not (broken or capped) and not ctx.reporter.cancel_requested():
         timeout = stopping.final_timeout(state, ctx)
         if timeout >= 0.5 * stopping.verify_estimate(state, ctx):
             best = state.get("best")

@@ -93,10 +93,18 @@ def screen(
         int(stopping.search_left(after, ctx) // estimate) if estimate > 0 else ctx.config.finalists
     )
     best = state.get("best")
+    planned = {p.key for p in new}
     pending = [
-        _finalist(ctx, e, best["index"] if best else None)
+        _finalist(ctx, e, best["index"] if best else None, plan["hypothesis"] if e.key in planned else "")
         for e in tiers.finalists(after, ranked, ctx.config, slots=max(0, slots))
     ]
+    tokens, cost = state.get("llm_carry", [0, 0.0])
+    tokens, cost = tokens + plan["llm_tokens"], cost + plan["llm_cost_usd"]
+    if pending:  # the plans' LLM spend travels with the first attempt they led to
+        pending[0]["llm_tokens"] += int(tokens)
+        pending[0]["llm_cost_usd"] += cost
+        tokens, cost = 0, 0.0
+    update["llm_carry"] = [tokens, cost]
     if pending:
         return Command(goto="judge", update={**update, "pending": pending})
     update["rounds_without_gain"] = state.get("rounds_without_gain", 0) + (1 if ranked else 0)
@@ -118,16 +126,17 @@ def _points(state: OptimizeState, new: list[ScreenPoint], ctx: RunContext) -> li
     return [*before, *new]
 
 
-def _finalist(ctx: RunContext, entry, parent: int | None) -> Pending:
+def _finalist(ctx: RunContext, entry, parent: int | None, why: str) -> Pending:
     _, source = render(ctx.problem, ScreenPoint(entry.family, entry.params))
+    finalist = (
+        f"screen finalist: {entry.speedup:.3f}x GPU time vs the baseline after "
+        f"{entry.rounds} halving round(s); verify it with the full protocol"
+    )
     return Pending(
         source=source,
         family=entry.family,
         params=dict(entry.params),
-        hypothesis=(
-            f"screen finalist: {entry.speedup:.3f}x GPU time vs the baseline after "
-            f"{entry.rounds} halving round(s); verify it with the full protocol"
-        ),
+        hypothesis=f"{why} ({finalist})" if why else finalist,
         parent=parent,
         origin=f"family:{entry.family}",
         tier=Tier.VERIFY.value,

@@ -220,3 +220,15 @@ def block_m_score(source: str) -> float | Verdict:
     if block_m == 16:
         return Verdict.COMPILE_ERROR
     return 1.0 + 0.25 * (block_m.bit_length() - 6)
+
+
+def rising(step: float = 0.05) -> Callable[[str], float]:
+    """A screen score that rises with every call: each round's fastest beats the best so far,
+    so every round sends finalists to tier two (for tests that need many verifications)."""
+    calls = [0]
+
+    def score(source: str) -> float:
+        calls[0] += 1
+        return 1.0 + step * calls[0]
+
+    return score
