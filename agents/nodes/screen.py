@@ -95,7 +95,9 @@ def screen(
     best = state.get("best")
     planned = {p.key for p in new}
     pending = [
-        _finalist(ctx, e, best["index"] if best else None, plan["hypothesis"] if e.key in planned else "")
+        _finalist(
+            ctx, e, best["index"] if best else None, plan["hypothesis"] if e.key in planned else ""
+        )
         for e in tiers.finalists(after, ranked, ctx.config, slots=max(0, slots))
     ]
     tokens, cost = state.get("llm_carry", [0, 0.0])
