@@ -16,6 +16,14 @@ if ! python3 -c "import langgraph" 2>/dev/null; then
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONUNBUFFERED=1
+# With KF_MACHINE_CACHE (a cache where the device's ceilings were measured and the cuBLASLt
+# baseline built, once per machine, as on a worker), each run gets a fresh cache of its own
+# with those facts only: nothing an earlier run compiled helps this one.
+if [ -n "${KF_MACHINE_CACHE:-}" ]; then
+    export KF_CACHE_DIR=/tmp/kfc-$name
+    rm -rf "$KF_CACHE_DIR" && mkdir -p "$KF_CACHE_DIR"
+    cp -r "$KF_MACHINE_CACHE"/ceilings-*.json "$KF_MACHINE_CACHE"/cublaslt-* "$KF_CACHE_DIR"/ 2>/dev/null
+fi
 {
     echo "name: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
     echo "driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1)"
