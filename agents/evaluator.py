@@ -109,6 +109,11 @@ class CompileStats:
         return asdict(self)
 
 
+# A screening child's start-up (torch, CUDA, the references and the baseline) before it screens
+# anything: ~8-12 s on the H100 at 4096^3 (2026-11-24). A round shorter than this is not begun.
+SCREEN_MIN_S = 20.0
+
+
 class HarnessEvaluator:
     """harness.evaluate / harness.profile with the run's quick mode, baselines and time limits.
 
@@ -136,6 +141,7 @@ class HarnessEvaluator:
         self._lock = threading.Lock()
         self.stats = CompileStats(workers=workers if enabled else 0)
         self._screener: Any = None
+        self.screen_min_s = SCREEN_MIN_S
         self._warm: threading.Thread | None = None
         self.deadline_at: float | None = None  # the run's end (time.monotonic())
 

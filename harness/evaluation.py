@@ -13,6 +13,7 @@ The parent (this module) never initialises CUDA and never imports candidate code
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import secrets
 import shutil
 import statistics
@@ -370,20 +371,32 @@ def _cublaslt_dir(gpu: bool, names: tuple[str, ...], config: EvalConfig) -> str 
     import importlib.metadata
 
     build_dir = device_mod.cache_dir() / f"cublaslt-{importlib.metadata.version('torch')}"
-    if not list(build_dir.glob("*.so")):
-        build_dir.mkdir(parents=True, exist_ok=True)
-        res = run_child(
-            "build_cublaslt",
-            {"build_dir": str(build_dir)},
-            str(build_dir),
-            limits=config.limits,
-            wall_s=wall,
-            cuda=True,
-            isolate_net=True,
-            isolate_fs=True,
-        )
-        if res.status is not ChildStatus.OK:
-            return None
+    build_dir.mkdir(parents=True, exist_ok=True)
+    # One build at a time (warm_up's side thread and an evaluation may both want it): the
+    # builder holds the lock; the others wait for it, never past their deadline.
+    with open(build_dir.parent / f".{build_dir.name}.lock", "w") as lock:
+        until = time.monotonic() + wall
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() >= until:
+                    return None
+                time.sleep(0.5)
+        if not list(build_dir.glob("*.so")):
+            res = run_child(
+                "build_cublaslt",
+                {"build_dir": str(build_dir)},
+                str(build_dir),
+                limits=config.limits,
+                wall_s=max(1.0, until - time.monotonic()),
+                cuda=True,
+                isolate_net=True,
+                isolate_fs=True,
+            )
+            if res.status is not ChildStatus.OK:
+                return None
     return str(build_dir)
 
 

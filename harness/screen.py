@@ -352,7 +352,7 @@ class Screener:
             entries, rest, wall, error = self._screen_batch(todo, deadline_at)
             result.entries += entries
             result.gpu_s += wall
-            result.error = error
+            result.error = result.error or error  # the first failure says most
             todo = rest
         for item in todo:  # still not screened after the retries (or no time was left)
             result.entries.append(
@@ -406,9 +406,13 @@ class Screener:
                 isolate_fs=False,  # trusted renders read the shared screen cache
                 env_extra=self._env(),
             )
-            started = [r["candidate_id"] for r in _read_lines(progress)]
+            lines = _read_lines(progress)
         finally:
             shutil.rmtree(root, ignore_errors=True)
+        started = [r["candidate_id"] for r in lines if "candidate_id" in r]
+        # What the child finished before it died: each candidate's first pass (check + one
+        # timed round), written as it went.
+        finished = {r["entry"]["candidate_id"]: r["entry"] for r in lines if "entry" in r}
         by_id = {i.candidate.id: i for i in items}
         if res.status is ChildStatus.OK:
             entries = [_entry(r) for r in res.result["entries"]]
@@ -419,13 +423,16 @@ class Screener:
                 rest = [i for i in rest if i.candidate.id != crashed]
                 entries.append(self._crashed(by_id[crashed], res.result.get("crash_detail", "")))
             return entries, rest, res.wall_s, ""
-        why = f"screening child {res.status.value}: {res.error} {res.output[-1000:]}".strip()
-        if not started:
-            return [], items, res.wall_s, why
-        culprit = by_id[started[-1]]  # it died (or hung) with this one in hand
-        rest = [i for i in items if i is not culprit]
+        why = f"screening child {res.status.value}: {res.error} {res.output[-1500:]}".strip()
+        done = [_entry(e) for e in finished.values()]
+        todo = [i for i in items if i.candidate.id not in finished]
+        last = started[-1] if started else None
+        if last is None or last in finished:
+            return done, todo, res.wall_s, why
+        culprit = by_id[last]  # it died (or hung) with this one in hand
+        rest = [i for i in todo if i is not culprit]
         verdict = Verdict.TIMEOUT if res.status is ChildStatus.TIMEOUT else Verdict.CRASH
-        return [self._crashed(culprit, why, verdict)], rest, res.wall_s, why
+        return [*done, self._crashed(culprit, why, verdict)], rest, res.wall_s, why
 
     def _crashed(self, item: _Item, detail: str, verdict: Verdict = Verdict.CRASH) -> ScreenEntry:
         return ScreenEntry(

@@ -194,6 +194,7 @@ def screen_batch(job: dict) -> dict:
                 verdict=Verdict.COMPILE_ERROR.value,
                 detail="".join(traceback.format_exception(exc))[-1500:],
             )
+            progress.write(entry=entry)
             continue
         try:
             worst = 0.0
@@ -218,6 +219,7 @@ def screen_batch(job: dict) -> dict:
                 ).value,
                 detail="".join(traceback.format_exception(exc))[-1500:],
             )
+        progress.write(entry=entry)  # survives this process if a later candidate kills it
 
     survivors = passed
     for rnd in range(1, len(samples)):

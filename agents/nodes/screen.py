@@ -35,7 +35,11 @@ def screen(
     new = [ScreenPoint(p["family"], p["params"]) for p in plan["points"]]
     queued = [*state.get("queued", []), *(p.to_dict() for p in new)]
     update: dict[str, Any] = {"plan": None}
-    reason = stopping.stop_reason(state, ctx, step_s=stopping.typical_screen_s(state))
+    # A round shorter than the screen's start-up (a child, its references) screens nothing.
+    least = float(getattr(ctx.evaluator, "screen_min_s", 0.0))
+    wall, gpu = stopping.typical_screen_s(state)
+    step = (max(wall, least), max(gpu, least))
+    reason = stopping.stop_reason(state, ctx, step_s=step if state.get("screen_rounds") else 0.0)
     if reason is not None:
         update.update(stop_reason=reason.value, queued=queued, elapsed_s=ctx.elapsed())
         return Command(goto="finish", update=update)
@@ -85,7 +89,7 @@ def screen(
         elapsed_s=ctx.elapsed(),
     )
     if result.error:
-        update["notes"] = [*state.get("notes", []), f"screen: {result.error[:300]}"]
+        update["notes"] = [*state.get("notes", []), f"screen: {result.error[:1500]}"]
     ctx.reporter.search(SearchStats.from_dict(update["stats"]))
     after: OptimizeState = {**state, **update}  # type: ignore[typeddict-item]
     estimate = stopping.verify_estimate(after, ctx)
