@@ -181,8 +181,9 @@ class HarnessEvaluator:
             self._screener = Screener(problem, deadline_at=now + run_left_s)
         self._screener.deadline_at = now + run_left_s
         self._screener.submit(points)
+        # Wait for compiles at most half the round: the screening child needs the rest.
         return self._screener.screen(
-            deadline_at=now + timeout_s, min_ready=min_ready, max_wait_s=timeout_s
+            deadline_at=now + timeout_s, min_ready=min_ready, max_wait_s=timeout_s / 2
         )
 
     def verify_estimate_s(self, *, full: bool) -> float:
