@@ -21,9 +21,9 @@ from harness.screen import ScreenPoint, ScreenResult
 from kernels.problem import Problem
 
 # Seconds one verification takes before this run has measured one (agents/stopping.py keeps
-# that much back for the last one). The full protocol at 4096^3 bf16 on an H200 spent 31 s in
-# its phases plus 5.5 s under compute-sanitizer (results/agents/*_h200_s3.json); the quick one
-# 17-31 s. The CPU interpreter's are of the same order for its small shapes.
+# that much back for the last one). The full protocol (every baseline, compute-sanitizer) at
+# 4096^3 bf16 took 39-47 s on the H100 (results/agents/matmul_4096_bf16_h100_budget*.json); the
+# quick one 17-31 s on an H200. The CPU interpreter's are of the same order for small shapes.
 VERIFY_ESTIMATE_S = {"full": 45.0, "quick": 30.0}
 
 if TYPE_CHECKING:
