@@ -107,7 +107,12 @@ def search_line(search: dict[str, Any]) -> str:
         parts.append(tier("check", "LLM code checked"))
     spent = ", ".join(
         f"{name} {times.get(key, 0):.0f} s"
-        for name, key in (("compile", "compile"), ("screen", "screen"), ("verify", "verify"), ("profile", "profile"))
+        for name, key in (
+            ("compile", "compile"),
+            ("screen", "screen"),
+            ("verify", "verify"),
+            ("profile", "profile"),
+        )
     )
     line = " · ".join(parts) + f" · time: {spent}"
     if search.get("outcome_reason"):

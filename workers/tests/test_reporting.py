@@ -127,7 +127,9 @@ def test_it_carries_the_search_to_the_task_row_and_the_job_page(job, alice, clie
     task.refresh_from_db()
     assert SearchStats.from_dict(task.search).to_dict() == stats.to_dict()
     line = next(t for t in selectors.job_status_event(job_id=job.id)["tasks"] if t["id"] == task.id)
-    assert line["search_line"].startswith("screened 400, 12,000/GPU-h · fully verified 3, 100/GPU-h")
+    assert line["search_line"].startswith(
+        "screened 400, 12,000/GPU-h · fully verified 3, 100/GPU-h"
+    )
     assert "time: compile 900 s, screen 120 s, verify 108 s, profile 10 s" in line["search_line"]
     client.force_login(alice)
     page = client.get(reverse("jobs:detail", args=[job.id])).content.decode()
