@@ -8,12 +8,13 @@ error, within the retry budget, and one that never passes is recorded as a faile
 
 from __future__ import annotations
 
+import time
 from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from agents import prompts
+from agents import prompts, stopping
 from agents.context import RunContext
 from agents.source_check import check_source, extract_code
 from agents.state import OptimizeState, Pending, StopReason, Tier
@@ -31,6 +32,7 @@ def coder(
 
     assert ctx.llm is not None
     before = (ctx.llm.spent.tokens, ctx.llm.spent.cost_usd)
+    ctx.llm.deadline_at = time.monotonic() + stopping.search_left(state, ctx)
     try:
         item = llm_rewrite(state, ctx)
     except LLMError as exc:

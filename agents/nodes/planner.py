@@ -18,12 +18,13 @@ from __future__ import annotations
 import json
 import math
 import random
+import time
 from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from agents import playbook, prompts
+from agents import playbook, prompts, stopping
 from agents.config import Provider
 from agents.context import RunContext
 from agents.search import Observation, SurrogateSearch, point_key
@@ -46,6 +47,7 @@ def planner(
     if ctx.config.planner is Provider.LLM and ctx.llm is not None:
         from agents.llm import LLMError, LLMErrorKind
 
+        ctx.llm.deadline_at = time.monotonic() + stopping.search_left(state, ctx)
         try:
             plan = llm_plan(state, ctx)
         except LLMError as exc:
