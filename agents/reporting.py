@@ -112,7 +112,7 @@ class SearchStats:
     def to_dict(self) -> dict[str, Any]:
         return {
             "screened": self.screen.candidates,
-            "verified": self.verify.candidates,
+            "fully_verified": self.verify.candidates,
             "checked": self.check.candidates,
             "tiers": {
                 "screen": self.screen.to_dict(),

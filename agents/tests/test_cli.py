@@ -126,7 +126,7 @@ def test_it_runs_a_whole_optimization_and_resumes_by_thread_id(tmp_path):
     summary = lines[-1]
     assert summary["stop_reason"] == "max_attempts" and summary["candidates_per_gpu_hour"] > 0
     assert summary["candidates_per_wall_hour"] > 0 and summary["screened"] >= 1
-    assert summary["verified"] is True and summary["tiers"]["verify"]["candidates"] == 1
+    assert summary["verified"] is True and summary["fully_verified"] == 1
     assert summary["outcome"] in ("verified", "baseline") and summary["outcome_reason"]
     assert set(summary["compile"]) >= {"workers", "compile_s_saved", "used"}
     assert (tmp_path / "out" / "best.py").read_text() == iteration["source"]

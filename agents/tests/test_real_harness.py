@@ -69,7 +69,7 @@ def test_a_budgeted_cli_run_screens_verifies_finalists_and_ends_on_time(tmp_path
     assert summary["event"] == "summary" and summary["outcome"] in ("verified", "baseline")
     assert summary["outcome_reason"] and "outcome:" in run.stderr  # the CLI's human summary
     iterations = [line for line in lines if line["event"] == "iteration"]
-    assert summary["screened"] > summary["verified"] == len(iterations) >= 1
+    assert summary["screened"] > summary["fully_verified"] == len(iterations) >= 1
     assert summary["tiers"]["screen"]["per_gpu_hour"] > summary["tiers"]["verify"]["per_gpu_hour"]
     assert set(summary["time_s"]) >= {"compile", "screen", "verify", "profile", "wall"}
     assert [line["event"] for line in lines].count("search") >= 2
