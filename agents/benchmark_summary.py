@@ -1,7 +1,9 @@
-"""One acceptance run's JSON for benchmarks/results/: device, versions, command, throughput,
-the search's attempts, and the final full-protocol verification (speedups, 95 % CIs, noise).
+"""One acceptance run's JSON for benchmarks/results/: device, versions, command, the outcome,
+screened vs fully verified counts, candidates per GPU-hour per tier, where the time went, the
+wall clock of the whole command, the verified attempts, and the best's full-protocol
+verification (speedups vs every baseline, 95 % CIs, noise).
 
-    python3 -m agents.benchmark_summary RUN.jsonl DEVICE.txt "COMMAND" > RUN.json
+    python3 -m agents.benchmark_summary RUN.jsonl DEVICE.txt "COMMAND" [WALL_S] > RUN.json
 
 Everything comes from the CLI's JSON lines and what agents/benchmark_gpu.sh recorded about
 the machine; nothing is typed in by hand.
@@ -16,7 +18,12 @@ from pathlib import Path
 from typing import Any
 
 
-def summarize(lines: list[dict[str, Any]], device: dict[str, Any], command: str) -> dict[str, Any]:
+def summarize(
+    lines: list[dict[str, Any]],
+    device: dict[str, Any],
+    command: str,
+    command_wall_s: float | None = None,
+) -> dict[str, Any]:
     started = next((d for d in lines if d.get("event") == "started"), {})
     summary = next((d for d in reversed(lines) if d.get("event") == "summary"), {})
     iterations = [d for d in lines if d.get("event") == "iteration"]
@@ -30,6 +37,15 @@ def summarize(lines: list[dict[str, Any]], device: dict[str, Any], command: str)
         "problem": problem,
         "budget": started.get("budget"),
         "stop_reason": summary.get("stop_reason"),
+        "outcome": summary.get("outcome"),
+        "outcome_reason": summary.get("outcome_reason"),
+        # The whole command, process start to exit (the budget covers it: + 5 % at most).
+        "command_wall_s": command_wall_s,
+        "within_budget": _within_budget(started.get("budget"), command_wall_s),
+        "screened": summary.get("screened"),
+        "fully_verified": (summary.get("tiers") or {}).get("verify", {}).get("candidates"),
+        "tiers": summary.get("tiers"),
+        "time_s": summary.get("time_s"),
         "attempts": summary.get("attempts"),
         "evaluated": summary.get("evaluated"),
         "verdicts": summary.get("verdicts"),
@@ -43,7 +59,8 @@ def summarize(lines: list[dict[str, Any]], device: dict[str, Any], command: str)
             "index": best.get("index"),
             "family": best.get("family"),
             "params": best.get("params"),
-            "quick_speedup_vs_baseline": best.get("speedup"),
+            "speedup_vs_baseline": best.get("speedup"),
+            "screen_speedup": best.get("screen_speedup"),
             "candidate_id": best.get("candidate_id"),
         }
         if best
@@ -95,7 +112,9 @@ def _attempt(d: dict[str, Any]) -> dict[str, Any]:
         "verdict": d.get("verdict"),
         "family": d.get("family"),
         "params": d.get("params"),
-        "speedup_quick": d.get("speedup"),
+        "tier": d.get("tier"),
+        "speedup": d.get("speedup"),
+        "screen_speedup": d.get("screen_speedup"),
         "median_us": (timings.get("candidate") or {}).get("median_us"),
         "noise": timings.get("noise"),
         "harness_s": d.get("gpu_s"),
@@ -103,6 +122,11 @@ def _attempt(d: dict[str, Any]) -> dict[str, Any]:
         "compile_cached": (ev.get("compile") or {}).get("cached"),
         "reason": d.get("reason"),
     }
+
+
+def _within_budget(budget: dict[str, Any] | None, wall: float | None) -> bool | None:
+    cap = (budget or {}).get("wall_s")
+    return None if cap is None or wall is None else wall <= 1.05 * cap
 
 
 def _problem_key(problem: dict[str, Any]) -> str:
@@ -121,9 +145,12 @@ def read_device(path: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
+    """RUN.jsonl DEVICE.txt "COMMAND" [WALL_SECONDS of the whole command]"""
     jsonl, device_txt, command = Path(argv[0]), Path(argv[1]), argv[2]
+    wall = float(argv[3]) if len(argv) > 3 else None
     lines = [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
-    print(json.dumps(summarize(lines, read_device(device_txt), command), indent=2, default=str))
+    out = summarize(lines, read_device(device_txt), command, wall)
+    print(json.dumps(out, indent=2, default=str))
     return 0
 
 

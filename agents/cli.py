@@ -8,16 +8,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 from pathlib import Path
 from typing import Any, TextIO
 
 from tqdm import tqdm
 
 from agents.config import Budget, LLMSettings, OptimizeConfig, Provider, parse_duration
-from agents.reporting import IterationEvent
+from agents.reporting import IterationEvent, SearchStats
 from kernels import get_op, parse_problem
 from kernels.problem import Problem, ProblemError
+
+
+def process_started_at() -> float:
+    """When this process started, on the time.monotonic() clock: `--budget` caps the whole
+    command (interpreter start and imports included), not just the search."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+        return time.monotonic() - max(0.0, age)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return time.monotonic()
 
 
 class CliReporter:
@@ -53,6 +67,14 @@ class CliReporter:
             self.bar.n = min(round(event.elapsed_s), self.bar.total or round(event.elapsed_s))
             best = f"{self.best:.3f}x" if self.best is not None else "-"
             self.bar.set_postfix_str(f"#{event.index} {event.verdict.value} best {best}")
+
+    def search(self, stats: SearchStats) -> None:
+        self._write("search", stats.to_dict())
+        if self.bar is not None:
+            self.bar.n = min(round(stats.elapsed_s), self.bar.total or round(stats.elapsed_s))
+            self.bar.set_postfix_str(
+                f"screened {stats.screen.candidates} verified {stats.verify.candidates}"
+            )
 
     def profile(self, *, index: int, profile: dict[str, Any]) -> None:
         self._write("profile", {"index": index, "profile": profile})
@@ -106,17 +128,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     opt.add_argument("--target-speedup", type=float, default=None)
     opt.add_argument("--roof-pct", type=float, default=None)
-    opt.add_argument("--batch-size", type=int, default=4)
+    opt.add_argument("--batch-size", type=int, default=4, help="points an LLM plan may name")
+    opt.add_argument(
+        "--screen-batch", type=int, default=48, help="points handed to the screen per step"
+    )
+    opt.add_argument("--finalists", type=int, default=2, help="screen finalists verified per round")
+    opt.add_argument(
+        "--verify-estimate",
+        type=float,
+        default=None,
+        help="seconds one full verification takes, until the run has measured one",
+    )
     opt.add_argument("--seed", type=int, default=0)
     opt.add_argument("--no-profile", action="store_true", help="skip Nsight Compute profiling")
     opt.add_argument(
         "--full", action="store_true", help="the harness's full protocol, not quick mode"
     )
-    opt.add_argument("--no-verify", action="store_true", help="skip the final full-protocol run")
-    opt.add_argument("--max-profiles", type=int, default=None, help="profile at most N candidates")
-    opt.add_argument("--verify-reserve", type=float, default=0.15, help="share of caps kept for it")
     opt.add_argument(
-        "--no-sanitize", action="store_true", help="final run without compute-sanitizer memcheck"
+        "--quick-verify",
+        action="store_true",
+        help="tier two with the quick protocol against --baseline only (not every baseline)",
+    )
+    opt.add_argument("--max-profiles", type=int, default=None, help="profile at most N candidates")
+    opt.add_argument(
+        "--no-sanitize", action="store_true", help="verify without compute-sanitizer memcheck"
     )
     opt.add_argument(
         "--precompile",
@@ -162,11 +197,13 @@ def config_from_args(args: argparse.Namespace, environ: dict[str, str]) -> Optim
         target_speedup=args.target_speedup,
         roof_pct=args.roof_pct,
         batch_size=args.batch_size,
+        screen_batch=args.screen_batch,
+        finalists=args.finalists,
+        verify_estimate_s=args.verify_estimate,
         profile=not args.no_profile,
         max_profiles=args.max_profiles,
         quick=not args.full,
-        final_verify=not args.no_verify,
-        verify_reserve=args.verify_reserve,
+        full_protocol=not args.quick_verify,
         sanitize_final=not args.no_sanitize,
         precompile={"auto": None, "on": True, "off": False}[args.precompile],
         precompile_workers=args.precompile_workers,
@@ -174,8 +211,7 @@ def config_from_args(args: argparse.Namespace, environ: dict[str, str]) -> Optim
 
 
 def main(argv: list[str] | None = None, *, environ: dict[str, str] | None = None) -> int:
-    import os
-
+    started_at = process_started_at()
     from agents.optimize import optimize
 
     args = build_parser().parse_args(argv)
@@ -197,12 +233,14 @@ def main(argv: list[str] | None = None, *, environ: dict[str, str] | None = None
             reporter,
             thread_id=args.thread_id,
             checkpointer_url=args.checkpoint or None,
+            started_at=started_at,
         )
     except Exception as exc:
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     summary = result.to_dict()
     reporter._write("summary", summary)
+    print(summary_text(result), file=sys.stderr)
     if args.out_dir:
         out = Path(args.out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -210,3 +248,28 @@ def main(argv: list[str] | None = None, *, environ: dict[str, str] | None = None
         if result.best is not None:
             (out / "best.py").write_text(result.best.source)
     return 0
+
+
+def summary_text(result: Any) -> str:
+    """The run in a few lines for a person: outcome, tiers and their throughput, time."""
+    s = result.search
+
+    def rate(tier: Any) -> str:
+        per = tier.per_gpu_hour
+        return f"{per:,.0f}/GPU-h" if per is not None else "-"
+
+    t = s.time_breakdown()
+    lines = [
+        f"outcome: {result.outcome}: {result.outcome_reason}",
+        f"screened {s.screen.candidates} ({s.screen.passed} passed, {rate(s.screen)}) -> "
+        f"fully verified {s.verify.candidates} ({s.verify.passed} passed, {rate(s.verify)})"
+        + (
+            f"; LLM code checked {s.check.candidates} ({rate(s.check)})"
+            if s.check.candidates
+            else ""
+        ),
+        f"time: compile {t['compile']:.0f} s on the CPU (screen waited {t['compile_wait']:.0f} s), "
+        f"screen {t['screen']:.0f} s, verify {t['verify']:.0f} s, profile {t['profile']:.0f} s "
+        f"of GPU; wall {result.elapsed_s:.0f} s; stop: {result.stop_reason}",
+    ]
+    return "\n".join(lines)

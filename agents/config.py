@@ -26,10 +26,10 @@ class Budget:
     """Hard caps. None means no cap on that quantity; at least one cap must be set."""
 
     wall_s: float | None = 600.0  # wall time of the whole run, across resumes
-    gpu_s: float | None = None  # harness time (evaluate + profile), summed
+    gpu_s: float | None = None  # harness time (screen + verify + profile), summed
     llm_tokens: int | None = None  # prompt + completion tokens, summed over calls
     llm_cost_usd: float | None = None  # litellm.completion_cost, summed
-    max_attempts: int | None = None  # candidates evaluated, the baseline included
+    max_attempts: int | None = None  # candidates judged (full verifications and checks)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -60,25 +60,30 @@ class OptimizeConfig:
     llm: LLMSettings = field(default_factory=LLMSettings)
     seed: int = 0
     baseline: str = "torch"  # which harness baseline the speedup is measured against
-    plateau: int | None = 12  # stop after this many attempts in a row that were not kept
+    plateau: int | None = 12  # stop after this many rounds in a row without a new best
     target_speedup: float | None = None  # stop once the best reaches this speedup
     roof_pct: float | None = None  # stop once the best reaches this % of the roof
-    batch_size: int = 4  # candidates per planner step (compiled ahead while one is timed)
+    # Tier one, the screen (agents/tiers.py): renders of our families handed to it per planner
+    # step, and how many of each round's fastest go on to full verification (tier two).
+    screen_batch: int = 48
+    finalists: int = 2
+    batch_size: int = 4  # points an LLM plan may name; LLM-written candidates per step
     min_gain: float = 0.01  # a keep needs more than max(noise, min_gain) relative gain
-    profile: bool = True  # profile the baseline once and every kept candidate
-    max_profiles: int | None = None  # at most this many profiles (ncu costs seconds each)
-    quick: bool = True  # the harness's quick mode for the inner loop
-    eval_timeout_s: float = 300.0  # per candidate, shortened near the wall-time cap
-    # Re-evaluate the best once at the end with the full protocol and every baseline (the
-    # publishable number); this share of the wall and GPU caps is kept back for it.
-    final_verify: bool = True
-    verify_reserve: float = 0.15
-    # That run also goes under compute-sanitizer memcheck (harness EvalConfig.sanitize): an
-    # out-of-bounds access that happened to give right values fails the final best.
+    profile: bool = True  # profile every new best (ncu costs seconds each)
+    max_profiles: int | None = None  # at most this many profiles
+    quick: bool = True  # the harness's quick mode for untrusted code's check (tier one for it)
+    eval_timeout_s: float = 300.0  # per harness call, shortened near the caps
+    # Tier two is the harness's full protocol (every correctness stage, anti-cheat, timing,
+    # every baseline; compute-sanitizer memcheck with sanitize_final). False: the quick
+    # protocol against `baseline` only (short slices of a model job).
+    full_protocol: bool = True
     sanitize_final: bool = True
-    # Compile the next planned candidates in sandboxed children on the CPU cores while the GPU
-    # times the current one (harness.precompile). None: when a GPU is visible (under the CPU
-    # interpreter nothing compiles). precompile_workers None: the cores less two, at most 8.
+    # Seconds one full verification takes, for the reserve kept back for the last one (the
+    # caps include it). None: the evaluator's estimate until this run has measured one.
+    verify_estimate_s: float | None = None
+    # Compile the next LLM-written candidates in sandboxed children while the GPU times one
+    # (harness.precompile). None: when a GPU is visible. precompile_workers None: the cores
+    # less two, at most 8. The screen compiles renders on every core less two on its own.
     precompile: bool | None = None
     precompile_workers: int | None = None
     # Dependency injection: None means the real harness. Tests pass a fake for speed.
@@ -90,8 +95,8 @@ class OptimizeConfig:
             raise ValueError(
                 "set at least one budget cap (wall time, GPU s, tokens, cost, attempts)"
             )
-        if self.batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
+        if self.batch_size < 1 or self.screen_batch < 1 or self.finalists < 1:
+            raise ValueError("batch_size, screen_batch and finalists must be at least 1")
 
     @property
     def uses_llm(self) -> bool:

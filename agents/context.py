@@ -30,6 +30,7 @@ class RunContext:
     started: float = field(default_factory=time.monotonic)
     prefetched: set[str] = field(default_factory=set)  # candidate ids already sent to compile
     reported: set[int] = field(default_factory=set)  # indexes emitted by this process
+    screen_resumed: bool = False  # this process handed the screen what was queued before it
 
     @property
     def families(self) -> dict[str, Family]:
@@ -40,11 +41,7 @@ class RunContext:
         """The harness candidate for a source: a CUDA C++ family's builds with nvcc (longer
         compile limit, its own compile cache key), everything else is Triton."""
         backend = next((f.backend for f in self.op.families() if f.name == family), "triton")
-        return Candidate(
-            source=source,
-            backend=Backend.CUDA if backend == "cuda" else Backend.TRITON,
-            origin=origin,
-        )
+        return Candidate(source=source, backend=Backend.of_family(backend), origin=origin)
 
     def elapsed(self) -> float:
         return self.elapsed_before + (time.monotonic() - self.started)

@@ -1,7 +1,9 @@
-"""How the judge and profiler reach the GPU: the harness's public functions, behind one seam.
+"""How the nodes reach the GPU: the harness's public functions, behind one seam.
 
-The default is the real harness. Tests inject a fake through OptimizeConfig.evaluator to keep
-unit tests fast; the CI graph tests use the real one under Triton's interpreter.
+The default is the real harness: `screen` (tier one, renders of our families only),
+`evaluate` (the sandboxed protocol: quick for untrusted code's check, full for verification)
+and `profile`. Tests inject a fake through OptimizeConfig.evaluator to keep unit tests fast;
+the CI graph tests use the real one under Triton's interpreter.
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.results import Candidate, CompileResult, Evaluation, Profile, Verdict
+from harness.screen import ScreenPoint, ScreenResult
 from kernels.problem import Problem
+
+# Seconds one verification takes before this run has measured one (agents/stopping.py keeps
+# that much back for the last one). The full protocol (every baseline, compute-sanitizer) at
+# 4096^3 bf16 took 39-47 s on the H100 (results/agents/matmul_4096_bf16_h100_budget*.json); the
+# quick one 17-31 s on an H200. The CPU interpreter's are of the same order for small shapes.
+VERIFY_ESTIMATE_S = {"full": 45.0, "quick": 30.0}
 
 if TYPE_CHECKING:
     from agents.config import OptimizeConfig
@@ -26,6 +35,23 @@ class Evaluator(Protocol):
         self, candidate: Candidate, problem: Problem, *, timeout_s: float, full: bool = False
     ) -> Evaluation:
         """full=True: the harness's publishable protocol and every baseline that applies."""
+        ...
+
+    def screen(
+        self,
+        points: Sequence[ScreenPoint],
+        problem: Problem,
+        *,
+        timeout_s: float,
+        run_left_s: float,
+        min_ready: int,
+    ) -> ScreenResult:
+        """Tier one: hand `points` to the screen (they start compiling), then screen whatever
+        has compiled within timeout_s. Compiles may go on until run_left_s from now."""
+        ...
+
+    def verify_estimate_s(self, *, full: bool) -> float:
+        """Seconds one evaluation of that protocol takes, before any was measured."""
         ...
 
     def supports(self, backend: str) -> bool:
@@ -47,6 +73,13 @@ def compile_stats(evaluator: object) -> dict[str, Any]:
     """The evaluator's compile-ahead counters, or {} for evaluators that keep none."""
     stats = getattr(evaluator, "compile_stats", None)
     return stats() if callable(stats) else {}
+
+
+def begin_run(evaluator: object, problem: Problem, *, deadline_at: float) -> None:
+    """Tell an evaluator that keeps background work when the run must end, if it wants to know."""
+    begin = getattr(evaluator, "begin", None)
+    if callable(begin):
+        begin(problem, deadline_at=deadline_at)
 
 
 def runs_backend(evaluator: object, backend: str) -> bool:
@@ -74,6 +107,11 @@ class CompileStats:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+# A screening child's start-up (torch, CUDA, the references and the baseline) before it screens
+# anything: ~8-12 s on the H100 at 4096^3 (2026-11-24). A round shorter than this is not begun.
+SCREEN_MIN_S = 20.0
 
 
 # Subclasses the protocol (rather than only matching it) to inherit `supports`: without it a CPU
@@ -104,13 +142,63 @@ class HarnessEvaluator(Evaluator):
         self._ahead: dict[str, Future] = {}
         self._lock = threading.Lock()
         self.stats = CompileStats(workers=workers if enabled else 0)
+        self._screener: Any = None
+        self.screen_min_s = SCREEN_MIN_S
+        self._warm: threading.Thread | None = None
+        self.deadline_at: float | None = None  # the run's end (time.monotonic())
+
+    def begin(self, problem: Problem, *, deadline_at: float) -> None:
+        """The run starts: nothing this evaluator starts in the background may outlive
+        deadline_at. Meanwhile, measure the device's ceilings and build the cuBLASLt baseline
+        (once per device, cached on disk), so the first full verification does not."""
+        self.deadline_at = deadline_at
+        if self._warm is None and self._config.full_protocol:
+            left = deadline_at - time.monotonic()
+            self._warm = threading.Thread(
+                target=self._harness.warm_up,
+                args=(problem,),
+                kwargs={"deadline_s": left},
+                name="kf-warm-up",
+            )
+            self._warm.start()
+
+    def _left(self, default: float) -> float:
+        if self.deadline_at is None:
+            return default
+        return max(1.0, min(default, self.deadline_at - time.monotonic()))
+
+    def screen(
+        self,
+        points: Sequence[ScreenPoint],
+        problem: Problem,
+        *,
+        timeout_s: float,
+        run_left_s: float,
+        min_ready: int,
+    ) -> ScreenResult:
+        from harness.screen import Screener
+
+        now = time.monotonic()
+        if self._screener is None:
+            self._screener = Screener(problem, deadline_at=now + run_left_s)
+        self._screener.deadline_at = now + run_left_s
+        self._screener.submit(points)
+        # Wait for compiles at most half the round: the screening child needs the rest.
+        return self._screener.screen(
+            deadline_at=now + timeout_s, min_ready=min_ready, max_wait_s=timeout_s / 2
+        )
+
+    def verify_estimate_s(self, *, full: bool) -> float:
+        return VERIFY_ESTIMATE_S["full" if full else "quick"]
 
     def _settings(self, timeout_s: float, *, full: bool = False) -> Any:
-        if full:  # None: every baseline that applies on this device (harness/baselines.py)
+        """`timeout_s` caps the whole evaluate() call (every phase), not each phase."""
+        if full and self._config.full_protocol:  # every baseline that applies on this device
             return self._eval_config(
                 quick=False,
                 baselines=None,
                 limits=self._limits(wall_s=timeout_s),
+                deadline_s=timeout_s,
                 sanitize=self._config.sanitize_final,
             )
         baselines = tuple(dict.fromkeys(("torch", self._config.baseline)))
@@ -118,15 +206,17 @@ class HarnessEvaluator(Evaluator):
             quick=self._config.quick,
             baselines=baselines,
             limits=self._limits(wall_s=timeout_s),
+            deadline_s=timeout_s,
         )
 
     def evaluate(
         self, candidate: Candidate, problem: Problem, *, timeout_s: float, full: bool = False
     ) -> Evaluation:
-        if not full:
-            rejected = self._await_ahead(candidate, problem, timeout_s)
-            if rejected is not None:
-                return rejected
+        started = time.monotonic()
+        rejected = self._await_ahead(candidate, problem, timeout_s)
+        if rejected is not None:
+            return rejected
+        timeout_s = max(1.0, timeout_s - (time.monotonic() - started))
         settings = self._settings(timeout_s, full=full)
         return self._harness.evaluate(candidate, problem, config=settings)
 
@@ -136,7 +226,7 @@ class HarnessEvaluator(Evaluator):
     def prefetch(self, candidates: Sequence[Candidate], problem: Problem) -> None:
         if self._pool is None:
             return
-        settings = self._settings(self._config.eval_timeout_s)
+        settings = self._settings(self._left(self._config.eval_timeout_s))
         for candidate in candidates:
             with self._lock:
                 if candidate.id in self._ahead:
@@ -197,3 +287,5 @@ class HarnessEvaluator(Evaluator):
         if self._pool is not None:
             # Queued precompiles are dropped; running ones end within their sandbox limits.
             self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._screener is not None:
+            self._screener.close()  # running compile children end by the run's deadline

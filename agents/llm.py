@@ -91,6 +91,9 @@ class LLMClient:
         self.spent = Accounting(tokens=spent_tokens, cost_usd=spent_cost_usd)
         self._sleep = sleep
         self._priced = self._check_ready()
+        # The run's budget reaches here too: no call (retries and backoff included) goes past
+        # this time.monotonic() (the nodes set it to where the search must stop).
+        self.deadline_at: float | None = None
 
     def _check_ready(self) -> bool:
         """Fail early with a clear message: unknown provider, missing key, unknown price."""
@@ -142,13 +145,18 @@ class LLMClient:
         started = time.monotonic()
         last: Exception | None = None
         for attempt in range(attempts):
+            timeout = self.settings.timeout_s
+            if self.deadline_at is not None:
+                timeout = min(timeout, self.deadline_at - time.monotonic())
+                if timeout < 1.0:
+                    raise LLMError(LLMErrorKind.TIMEOUT, "the run's time for planning is up")
             try:
                 response = litellm.completion(
                     model=self.settings.model,
                     messages=messages,
                     api_base=self.settings.api_base,
                     api_key=self.settings.api_key,
-                    timeout=self.settings.timeout_s,
+                    timeout=timeout,
                     num_retries=0,  # retries are ours, so each is counted and backed off
                     max_tokens=self._output_cap(messages),
                     temperature=self.settings.temperature,

@@ -61,10 +61,10 @@ def optimize_with_agent(problem: Problem, budget_s: float, log: TextIO) -> Probl
     from agents.optimize import optimize
 
     start = time.monotonic()
-    # Short slices skip the agent's final full-protocol re-evaluation (its torch.compile and
+    # Short slices verify with the quick protocol, not the full one (its torch.compile and
     # cuBLASLt baselines take minutes); the end-to-end check measures the kernels anyway.
     config = OptimizeConfig(
-        budget=Budget(wall_s=budget_s), profile=False, final_verify=budget_s >= 600
+        budget=Budget(wall_s=budget_s), profile=False, full_protocol=budget_s >= 600
     )
     result = optimize(problem, config, CliReporter(log, wall_s=budget_s, progress=False))
     best = result.best

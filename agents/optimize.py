@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -9,9 +11,9 @@ from typing import Any
 from agents.checkpoint import open_checkpointer
 from agents.config import OptimizeConfig
 from agents.context import RunContext
-from agents.evaluator import Evaluator, HarnessEvaluator, compile_stats
+from agents.evaluator import Evaluator, HarnessEvaluator, begin_run, compile_stats
 from agents.graph import build_graph
-from agents.reporting import AttemptVerdict, IterationEvent, Reporter
+from agents.reporting import AttemptVerdict, IterationEvent, Reporter, SearchStats
 from agents.state import OptimizeState, Record
 from kernels import get_op
 from kernels.problem import Problem
@@ -23,8 +25,8 @@ RECURSION_LIMIT = 1_000_000  # the caps in stopping.py end the loop, not LangGra
 class OptimizeResult:
     thread_id: str
     stop_reason: str
-    best: IterationEvent | None  # the best verified candidate, source included
-    history: list[Record]  # every attempt, baseline first
+    best: IterationEvent | None  # the best candidate; it passed the full protocol (tier two)
+    history: list[Record]  # every judged attempt (screened-only candidates are not attempts)
     attempts: int
     evaluated: int  # attempts that reached the harness
     elapsed_s: float
@@ -32,21 +34,27 @@ class OptimizeResult:
     llm_tokens: int
     llm_cost_usd: float
     resumed: bool  # this call continued a thread that had checkpoints
-    verified: bool | None = None  # the best passed the full-protocol re-evaluation (None: not run)
-    final_speedups: dict[str, float] = field(default_factory=dict)  # from that re-evaluation
+    # "verified": the best beats the fastest baseline beyond noise (ship it); "baseline": it
+    # does not, or nothing passed (fall back to PyTorch); outcome_reason says which and why.
+    outcome: str = "baseline"
+    outcome_reason: str = ""
+    verified: bool | None = None  # a best exists: it passed the full protocol (None: no best)
+    final_speedups: dict[str, float] = field(default_factory=dict)  # the best's, every baseline
+    search: SearchStats = field(default_factory=SearchStats)  # tiers, throughput, time
     notes: list[str] = field(default_factory=list)
-    # Compiling ahead (agents/evaluator.py CompileStats) in this process; {} when not kept.
+    # Compiling ahead of untrusted candidates (agents/evaluator.py CompileStats); {} when none.
     compile: dict[str, Any] = field(default_factory=dict)
 
     @property
     def candidates_per_gpu_hour(self) -> float | None:
-        """Candidates evaluated per hour of harness time (evaluate + profile, summed)."""
-        return self.evaluated / (self.gpu_s / 3600.0) if self.gpu_s > 0 else None
+        """Screened and judged candidates per hour of harness time (all tiers together)."""
+        n = self.search.screen.candidates + self.evaluated
+        return n / (self.gpu_s / 3600.0) if self.gpu_s > 0 else None
 
     @property
     def candidates_per_wall_hour(self) -> float | None:
-        """Per hour of the run's wall time: planning, profiling, verify and waits included."""
-        return self.evaluated / (self.elapsed_s / 3600.0) if self.elapsed_s > 0 else None
+        n = self.search.screen.candidates + self.evaluated
+        return n / (self.elapsed_s / 3600.0) if self.elapsed_s > 0 else None
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -58,10 +66,13 @@ class OptimizeResult:
         return {
             "thread_id": self.thread_id,
             "stop_reason": self.stop_reason,
+            "outcome": self.outcome,
+            "outcome_reason": self.outcome_reason,
             "best": self.best.to_dict() if self.best else None,
             "attempts": self.attempts,
             "evaluated": self.evaluated,
             "verdicts": self.counts(),
+            **self.search.to_dict(),
             "elapsed_s": self.elapsed_s,
             "gpu_s": self.gpu_s,
             "candidates_per_gpu_hour": self.candidates_per_gpu_hour,
@@ -84,12 +95,14 @@ def optimize(
     *,
     thread_id: str | None = None,
     checkpointer_url: str | None = None,
+    started_at: float | None = None,
 ) -> OptimizeResult:
     """Optimize `problem` within `config`'s caps, reporting every attempt to `reporter`.
 
     With the same thread_id and checkpointer_url, a call after a crash resumes from the last
     finished step (indexes already reported are not reported again), and a call on a thread
-    that already finished returns its result without running anything.
+    that already finished returns its result without running anything. `started_at`
+    (time.monotonic()) starts the wall-time clock earlier than this call, e.g. at process start.
     """
     op = get_op(problem.op)
     op.validate(problem)
@@ -118,7 +131,12 @@ def optimize(
                 llm=_llm_client(config, values),
                 elapsed_before=float(values.get("elapsed_s", 0.0)),
             )
+            if started_at is not None:
+                ctx.started = started_at
             ctx.reported.update(range(int(values.get("next_index", 0))))
+            wall = config.budget.wall_s
+            end = ctx.started + wall - ctx.elapsed_before if wall is not None else math.inf
+            begin_run(evaluator, problem, deadline_at=min(end, time.monotonic() + 86400.0))
             if not resumed:
                 reporter.started(problem=problem, budget=config.budget.to_dict())
             if not resumed or snapshot.next:
@@ -151,6 +169,8 @@ def _initial(problem: Problem) -> OptimizeState:
         best=None,
         plan=None,
         pending=[],
+        screened={},
+        queued=[],
         to_profile=None,
         profiles={},
         latest_profile=None,
@@ -159,12 +179,15 @@ def _initial(problem: Problem) -> OptimizeState:
         gpu_s=0.0,
         llm_tokens=0,
         llm_cost_usd=0.0,
-        not_kept_in_row=0,
+        rounds_without_gain=0,
         planner_steps=0,
-        eval_seconds=[],
+        verify_seconds=[],
+        screen_rounds=[],
+        stats=SearchStats().to_dict(),
         stop_reason=None,
-        final=None,
+        outcome=None,
         notes=[],
+        llm_carry=[0, 0.0],
     )
 
 
@@ -185,7 +208,7 @@ def _llm_client(config: OptimizeConfig, values: OptimizeState) -> Any:
 def _result(state: OptimizeState, thread_id: str, resumed: bool) -> OptimizeResult:
     history = list(state.get("history", []))
     best = state.get("best")
-    final = state.get("final") or {}
+    outcome = state.get("outcome") or {}
     best_event = None
     if best is not None:
         record = next(r for r in history if r["index"] == best["index"])
@@ -199,12 +222,14 @@ def _result(state: OptimizeState, thread_id: str, resumed: bool) -> OptimizeResu
             reason=record["reason"],
             family=best["family"],
             params=best["params"],
-            evaluation=final.get("evaluation"),  # the full-protocol run, when there was one
+            evaluation=best["evaluation"],  # its full-protocol evaluation
             speedup=best["speedup"],
             best_speedup=best["speedup"],
             gpu_s=record["gpu_s"],
+            tier=record["tier"],
+            screen_speedup=best["screen_speedup"],
         )
-    not_run = {AttemptVerdict.ERROR.value}
+    not_run = {AttemptVerdict.INFRA_ERROR.value}
     evaluated = sum(
         1
         for r in history
@@ -222,8 +247,10 @@ def _result(state: OptimizeState, thread_id: str, resumed: bool) -> OptimizeResu
         llm_tokens=int(state.get("llm_tokens", 0)),
         llm_cost_usd=float(state.get("llm_cost_usd", 0.0)),
         resumed=resumed,
-        verified=final.get("verified") if final else None,
-        final_speedups=dict(final.get("speedups") or {}),
-        notes=list(state.get("notes", []))
-        + ([f"final verification: {final['error']}"] if final.get("error") else []),
+        outcome=str(outcome.get("kind", "baseline")),
+        outcome_reason=str(outcome.get("reason", "")),
+        verified=True if best is not None else None,
+        final_speedups=dict(best["speedups"]) if best is not None else {},
+        search=SearchStats.from_dict(state.get("stats") or {}),
+        notes=list(state.get("notes", [])),
     )

@@ -10,19 +10,33 @@ import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from harness.results import Verdict
 from kernels.problem import Problem
 
 
 class AttemptVerdict(enum.StrEnum):
-    KEPT = "kept"  # correct and faster than the best by more than the measured noise
+    """What the judge decided about one attempt.
+
+    The judge's own outcomes first; then one member per harness verdict other than PASSED,
+    under the harness's name (harness.results.Verdict is the one definition of what can go
+    wrong; `of` maps by name). Values are what the database stores (webapp's Iteration.Verdict
+    mirrors them); two keep the spelling they were first stored under.
+    """
+
+    KEPT = "kept"  # fully verified and faster than the best by more than the measured noise
     REVERTED = "reverted"  # correct but not faster: best stays
-    COMPILE_FAILED = "compile_failed"
-    INCORRECT = "incorrect"
-    CHEAT = "cheat"
-    TIMEOUT = "timeout"
-    CRASH = "crash"
-    ERROR = "error"  # infrastructure or planner/coder failure; not a verdict on the kernel
-    BASELINE = "baseline"  # the starting point every later attempt is compared with
+    BASELINE = "baseline"  # the stand-in's reference step (agents/standin.py)
+    COMPILE_ERROR = "compile_failed"
+    INCORRECT = Verdict.INCORRECT.value
+    CHEAT = Verdict.CHEAT.value
+    TIMEOUT = Verdict.TIMEOUT.value
+    CRASH = Verdict.CRASH.value
+    INFRA_ERROR = "error"  # infrastructure or planner/coder failure; not a verdict on the kernel
+
+    @classmethod
+    def of(cls, verdict: Verdict) -> AttemptVerdict:
+        """The attempt verdict of a harness verdict that is not PASSED."""
+        return cls[verdict.name]
 
 
 @dataclass
@@ -43,6 +57,8 @@ class IterationEvent:
     gpu_s: float = 0.0  # harness time spent on this attempt
     llm_tokens: int = 0
     llm_cost_usd: float = 0.0
+    tier: str = "verify"  # "verify": a screen finalist; "check": untrusted code (agents/tiers.py)
+    screen_speedup: float | None = None  # the screen's number that made it a finalist
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -50,10 +66,98 @@ class IterationEvent:
         return data
 
 
+@dataclass
+class TierStats:
+    """One tier of the search: how many candidates went through it and the GPU time it took."""
+
+    candidates: int = 0
+    passed: int = 0
+    gpu_s: float = 0.0
+
+    @property
+    def per_gpu_hour(self) -> float | None:
+        return self.candidates / (self.gpu_s / 3600.0) if self.gpu_s > 0 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "per_gpu_hour": self.per_gpu_hour}
+
+
+@dataclass
+class SearchStats:
+    """Where a run stands: screened vs fully verified, each tier's throughput, where the time
+    went. Sent after every screen round and verification, and once more at the end."""
+
+    screen: TierStats = field(default_factory=TierStats)  # renders of our families, batched
+    verify: TierStats = field(default_factory=TierStats)  # the full protocol (finalists)
+    check: TierStats = field(default_factory=TierStats)  # untrusted code's sandboxed quick check
+    compile_s: float = 0.0  # compile children's time, summed (CPU cores, alongside the GPU)
+    compile_wait_s: float = 0.0  # the screen waited this long for compiles
+    profile_s: float = 0.0
+    elapsed_s: float = 0.0
+    pending_compile: int = 0
+    outcome: str = ""  # at the end: "verified" (a verified best beats every baseline) or "baseline"
+    outcome_reason: str = ""
+
+    def time_breakdown(self) -> dict[str, float]:
+        """Seconds per kind of work; compiling runs on the CPU alongside the rest."""
+        return {
+            "compile": round(self.compile_s, 2),
+            "compile_wait": round(self.compile_wait_s, 2),
+            "screen": round(self.screen.gpu_s, 2),
+            "verify": round(self.verify.gpu_s + self.check.gpu_s, 2),
+            "profile": round(self.profile_s, 2),
+            "wall": round(self.elapsed_s, 2),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "screened": self.screen.candidates,
+            "fully_verified": self.verify.candidates,
+            "checked": self.check.candidates,
+            "tiers": {
+                "screen": self.screen.to_dict(),
+                "verify": self.verify.to_dict(),
+                "check": self.check.to_dict(),
+            },
+            "time_s": self.time_breakdown(),
+            "pending_compile": self.pending_compile,
+            "outcome": self.outcome,
+            "outcome_reason": self.outcome_reason,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SearchStats:
+        tiers = data.get("tiers") or {}
+        times = data.get("time_s") or {}
+
+        def tier(name: str) -> TierStats:
+            t = tiers.get(name) or {}
+            return TierStats(
+                int(t.get("candidates", 0)), int(t.get("passed", 0)), float(t.get("gpu_s", 0.0))
+            )
+
+        return cls(
+            screen=tier("screen"),
+            verify=tier("verify"),
+            check=tier("check"),
+            compile_s=float(times.get("compile", 0.0)),
+            compile_wait_s=float(times.get("compile_wait", 0.0)),
+            profile_s=float(times.get("profile", 0.0)),
+            elapsed_s=float(times.get("wall", 0.0)),
+            pending_compile=int(data.get("pending_compile", 0)),
+            outcome=str(data.get("outcome", "")),
+            outcome_reason=str(data.get("outcome_reason", "")),
+        )
+
+
 class Reporter(Protocol):
     def started(self, *, problem: Problem, budget: dict[str, Any]) -> None: ...
 
     def iteration(self, event: IterationEvent) -> None: ...
+
+    def search(self, stats: SearchStats) -> None:
+        """Screened vs verified counts, per-tier throughput, time breakdown (may repeat)."""
+        ...
 
     def profile(self, *, index: int, profile: dict[str, Any]) -> None: ...
 

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from kernels.problem import ParamSpace
 
 FAILED_PENALTY = 0.5  # a failed point scores this far below the worst success (log units)
-ENUMERATE_UP_TO = 20_000  # larger spaces are sampled
+ENUMERATE_UP_TO = 4_000  # larger spaces are sampled (a planner step must stay cheap)
 SAMPLES = 3_000
 SHRINK = 1.0  # prior pseudo-count for each value's effect
 EXPLORE = 0.15  # weight of the exploration bonus (log units)
@@ -61,37 +62,67 @@ class SurrogateSearch:
         *,
         k: int,
         anchor: Mapping[str, Any] | None,
-        exclude: Iterable[str] = (),
+        exclude: Iterable[Mapping[str, Any]] = (),
         prior: Mapping[str, int] | None = None,
     ) -> list[dict[str, Any]]:
-        """Up to k valid, untried points, best acquisition first."""
-        excluded = set(exclude) | {point_key(o.params) for o in observations}
-        pool = [p for p in self._pool(anchor) if point_key(p) not in excluded and self._valid(p)]
+        """Up to k valid points, none observed or in `exclude`, best acquisition first.
+
+        Vectorized over the pool: a screen batch asks for dozens of points from pools of
+        thousands, and the planner's step must not eat the search's time."""
+        excluded = {self._key(p) for p in exclude} | {self._key(o.params) for o in observations}
+        pool = [p for p in self._pool(anchor) if self._key(p) not in excluded and self._valid(p)]
         if not pool:
             return []
         mean, effects, counts = self._fit(observations)
+        values = [list(self.space.choices[n]) for n in self.names]
+        keys = [{_value_key(v): i for i, v in enumerate(vals)} for vals in values]
+        idx = np.array(
+            [[keys[j][_value_key(p[n])] for j, n in enumerate(self.names)] for p in pool],
+            dtype=np.int64,
+        ).reshape(len(pool), len(self.names))
+        base = np.full(len(pool), mean)
+        tried = []
+        for j, name in enumerate(self.names):
+            eff = np.array([effects[name].get(_value_key(v), 0.0) for v in values[j]])
+            base += eff[idx[:, j]]
+            tried.append(np.array([counts[name].get(_value_key(v), 0) for v in values[j]], float))
+        moved = np.zeros(len(pool))
+        if anchor is not None:
+            agree = np.zeros(len(pool))
+            for name, direction in (prior or {}).items():
+                if name in self.names and anchor.get(name) in values[self.names.index(name)]:
+                    j = self.names.index(name)
+                    agree += direction * np.sign(idx[:, j] - values[j].index(anchor[name]))
+            base += PRIOR * agree / max(1, len(prior or {}))
+            for j, name in enumerate(self.names):
+                at = keys[j].get(_value_key(anchor.get(name)), -1)
+                moved += idx[:, j] != at
         chosen: list[dict[str, Any]] = []
-        counts = {name: dict(c) for name, c in counts.items()}
-        while pool and len(chosen) < k:
-            local = anchor is not None and (len(chosen) < k - 1 or k == 1)
-            scored = [
-                (self._acquisition(p, mean, effects, counts, anchor, prior or {}, local=local), i)
-                for i, p in enumerate(pool)
-            ]
-            best = max(s for s, _ in scored)
+        open_ = np.ones(len(pool), dtype=bool)
+        while open_.any() and len(chosen) < k:
+            bonus = sum(1.0 / np.sqrt(1.0 + tried[j][idx[:, j]]) for j in range(len(self.names)))
+            score = base + EXPLORE * bonus / max(1, len(self.names))
+            if anchor is not None and (len(chosen) < k - 1 or k == 1):
+                score = score - LOCALITY * moved
+            score = np.where(open_, score, -np.inf)
+            best = score.max()
             # Ties (common before any data) are broken at random, deterministically per seed.
-            ties = [i for s, i in scored if s >= best - 1e-12]
-            pick = pool.pop(self.rng.choice(ties))
-            chosen.append(pick)
-            for name in self.names:
-                key = _value_key(pick[name])
-                counts[name][key] = counts[name].get(key, 0) + 1
+            ties = np.flatnonzero(score >= best - 1e-12).tolist()
+            pick = ties[self.rng.randrange(len(ties))]
+            open_[pick] = False
+            chosen.append(pool[pick])
+            for j in range(len(self.names)):
+                tried[j][idx[pick, j]] += 1
         return chosen
 
     def predict(self, observations: Sequence[Observation], params: Mapping[str, Any]) -> float:
         """The surrogate's predicted log(speedup) at a point (tests and hypotheses use it)."""
         mean, effects, _ = self._fit(observations)
         return mean + sum(effects[n].get(_value_key(params[n]), 0.0) for n in self.names)
+
+    def _key(self, params: Mapping[str, Any]) -> tuple:
+        """A cheap identity for a point of this space (point_key is for storage)."""
+        return tuple(_value_key(params.get(n)) for n in self.names)
 
     def _valid(self, params: Mapping[str, Any]) -> bool:
         try:
@@ -112,7 +143,7 @@ class SurrogateSearch:
         ]
         if anchor is not None:
             points.extend(self._neighbours(anchor))
-        unique = {point_key(p): p for p in points}
+        unique = {self._key(p): p for p in points}
         return list(unique.values())
 
     def _neighbours(self, anchor: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -156,40 +187,7 @@ class SurrogateSearch:
         }
         return mean, effects, counts
 
-    def _acquisition(
-        self,
-        params: Mapping[str, Any],
-        mean: float,
-        effects: Mapping[str, Mapping[str, float]],
-        counts: Mapping[str, Mapping[str, int]],
-        anchor: Mapping[str, Any] | None,
-        prior: Mapping[str, int],
-        *,
-        local: bool,
-    ) -> float:
-        score = mean
-        bonus = 0.0
-        for name in self.names:
-            key = _value_key(params[name])
-            score += effects[name].get(key, 0.0)
-            bonus += 1.0 / math.sqrt(1.0 + counts[name].get(key, 0))
-        score += EXPLORE * bonus / max(1, len(self.names))
-        if anchor is not None:
-            agree = 0
-            for name, direction in prior.items():
-                values = list(self.space.choices.get(name, ()))
-                if name in params and anchor.get(name) in values and params[name] in values:
-                    moved = values.index(params[name]) - values.index(anchor[name])
-                    agree += direction * _sign(moved)
-            score += PRIOR * agree / max(1, len(prior))
-            if local:
-                score -= LOCALITY * sum(1 for n in self.names if params[n] != anchor.get(n))
-        return score
 
-
-def _value_key(value: Any) -> str:
-    return json.dumps(value, default=str)
-
-
-def _sign(x: int) -> int:
-    return (x > 0) - (x < 0)
+def _value_key(value: Any) -> tuple[bool, Any]:
+    """A hashable key per parameter value (True and 1 stay apart); values are JSON scalars."""
+    return (type(value) is bool, value)

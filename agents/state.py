@@ -1,8 +1,9 @@
 """The graph's state: plain JSON-able data, so any LangGraph checkpointer can store it.
 
 Sources are kept only for the best candidate and for candidates waiting to be judged; the
-history holds what the planner needs (what was tried, what it did). The full record of every
-attempt, source and evaluation included, goes to the Reporter, which is the durable log.
+history holds what the planner needs (what was tried, what it did); screened renders keep only
+their point and numbers. The full record of every attempt, source and evaluation included,
+goes to the Reporter, which is the durable log.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ class StopReason(enum.StrEnum):
     LLM_TOKENS = "llm_tokens"
     LLM_COST = "llm_cost"
     MAX_ATTEMPTS = "max_attempts"
-    PLATEAU = "plateau"  # too many attempts in a row were not kept
+    PLATEAU = "plateau"  # too many rounds in a row brought no new best
     ROOF = "roof"  # the best reached the requested % of the roof
     TARGET = "target"  # the best reached the requested speedup
     CANCELLED = "cancelled"  # reporter.cancel_requested()
@@ -25,8 +26,17 @@ class StopReason(enum.StrEnum):
     HARNESS_ERRORS = "harness_errors"  # the harness itself failed several times in a row
 
 
+class Tier(enum.StrEnum):
+    """Which tier a candidate goes through (agents/tiers.py)."""
+
+    SCREEN = "screen"  # tier one for renders of our families (harness/screen.py)
+    VERIFY = "verify"  # a screen finalist (a render of our families): the full protocol
+    CHECK = "check"  # untrusted code: the sandboxed quick protocol, then the full one if it
+    # would become the best
+
+
 class Record(TypedDict):
-    """One attempt as the planner sees it (the Reporter gets the full IterationEvent)."""
+    """One judged attempt as the planner sees it (the Reporter gets the full IterationEvent)."""
 
     index: int
     parent: int | None
@@ -36,7 +46,9 @@ class Record(TypedDict):
     verdict: str  # an AttemptVerdict value
     reason: str
     candidate_id: str
-    speedup: float | None  # vs config.baseline
+    tier: str  # a Tier value
+    speedup: float | None  # vs config.baseline, from the full protocol (a check's: quick)
+    screen_speedup: float | None  # the screen's number for it (renders only)
     median_us: float | None
     noise: float
     pct_of_roof: float | None
@@ -45,20 +57,37 @@ class Record(TypedDict):
 
 
 class Best(TypedDict):
+    """The best fully verified candidate: the only kind there is."""
+
     index: int
     candidate_id: str
     source: str
     family: str | None
     params: dict[str, Any]
     speedup: float
+    screen_speedup: float | None
     median_us: float
     noise: float
     pct_of_roof: float | None
-    evaluation: dict[str, Any]
+    speedups: dict[str, float]  # vs every baseline of its full-protocol evaluation
+    evaluation: dict[str, Any]  # that evaluation (Evaluation.to_dict())
+
+
+class Screened(TypedDict):
+    """One render the screen looked at (harness.screen.ScreenEntry, without the detail)."""
+
+    family: str
+    params: dict[str, Any]
+    candidate_id: str
+    verdict: str  # a harness Verdict value
+    speedup: float | None  # the screen's GPU-time ratio vs the baseline
+    noise: float
+    rounds: int  # successive-halving rounds it reached
+    verified: int | None  # index of its full-protocol attempt, once it was a finalist
 
 
 class Pending(TypedDict):
-    """A candidate the coder produced and the judge has not evaluated yet."""
+    """A candidate waiting for the judge."""
 
     source: str
     family: str | None
@@ -66,6 +95,8 @@ class Pending(TypedDict):
     hypothesis: str
     parent: int | None
     origin: str  # "family:<name>" or "llm:<model>"
+    tier: str  # a Tier value
+    screen_speedup: float | None
     llm_tokens: int  # spent producing it (planner share + coder)
     llm_cost_usd: float
     error: str  # non-empty: the coder could not produce valid code; recorded, not evaluated
@@ -73,33 +104,41 @@ class Pending(TypedDict):
 
 class Plan(TypedDict):
     hypothesis: str
-    move: str  # "params": render families at points; "rewrite": the coder edits the best source
-    # [{"family": name, "params": {...}, "hypothesis": "why this point"}] for "params" moves;
+    move: str  # "screen": family renders at points; "rewrite": the coder edits the best source
+    # [{"family": name, "params": {...}, "hypothesis": "why this point"}] for "screen" moves;
     # a point without its own hypothesis (an LLM plan's) takes the plan's
     points: list[dict[str, Any]]
     rewrite: str  # the code-level change requested from the LLM coder
     llm_tokens: int
     llm_cost_usd: float
+    started_s: float  # the run's elapsed time when planning began (a round's length counts it)
 
 
 class OptimizeState(TypedDict, total=False):
     problem: dict[str, Any]  # Problem.to_dict()
     history: list[Record]
-    seen: dict[str, int]  # candidate_id -> index: the same source is never evaluated twice
+    seen: dict[str, int]  # candidate_id -> index: the same source is never judged twice
     best: Best | None
     plan: Plan | None
     pending: list[Pending]
+    screened: dict[str, Screened]  # ScreenPoint.key -> what the screen found
+    queued: list[dict[str, Any]]  # points handed to the screen and not screened yet
     to_profile: int | None  # index of a candidate waiting for the profiler
-    profiles: dict[str, dict[str, Any]]  # str(index) -> profile digest (baseline + kept)
+    profiles: dict[str, dict[str, Any]]  # str(index) -> profile digest (kept ones)
     latest_profile: dict[str, Any] | None
     next_index: int
     elapsed_s: float  # wall time, accumulated across resumes
-    gpu_s: float
+    gpu_s: float  # screen + verify + check + profile
     llm_tokens: int
     llm_cost_usd: float
-    not_kept_in_row: int
+    rounds_without_gain: int  # screen rounds and attempts in a row that brought no new best
     planner_steps: int
-    eval_seconds: list[float]  # recent harness durations, to avoid starting one past the cap
+    verify_seconds: list[float]  # recent full-protocol durations: the final reserve's estimate
+    screen_rounds: list[list[float]]  # recent screen rounds' [wall, GPU] seconds
+    stats: dict[str, Any]  # reporting.SearchStats.to_dict()
     stop_reason: str | None
-    final: dict[str, Any] | None  # the best's full-protocol re-evaluation (verify node)
+    outcome: dict[str, Any] | None  # tiers.Outcome.to_dict(), set by the finish node
     notes: list[str]  # provider failures and fallbacks, for the final report
+    # LLM spend of plans whose points produced no attempt yet: it travels with the next one,
+    # so the events' spend adds up to the run's.
+    llm_carry: list[float]  # [tokens, cost_usd]

@@ -1,11 +1,21 @@
-"""Hard caps and stop conditions, checked before every step (P8).
+"""Hard caps and stop conditions: the budget rule, in one place (P8).
 
-A step that would need the GPU is not started when the time left is less than a typical
-evaluation took so far: a cap is a cap, not a point to start overrunning from.
+Wall time, GPU seconds, tokens and cost cap the whole run, the last verification included:
+
+* `reserve` is kept back from the start: one full verification (measured in this run, else
+  the evaluator's estimate); the finish margin (summary, closing children, exit) comes off
+  the wall cap before anything else.
+* the search (screen rounds, verifications of finalists, checks, profiles) may start a step
+  only while the time left beyond the reserve covers that step's typical length.
+* when it does not, the search stops; the finish node verifies the best challenger within
+  the reserve (`final_timeout`) and the run ends with its result.
+* every harness call gets a timeout no later than the run's end less the finish margin, and
+  the harness cuts every child's limit to it, so a killed child never leaves the run hanging.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 
 from agents.context import RunContext
@@ -13,9 +23,63 @@ from agents.state import OptimizeState, StopReason
 
 # A worker whose harness keeps failing (not the candidates) stops instead of burning the budget.
 HARNESS_ERRORS_IN_ROW = 3
+FINISH_MARGIN_S = 2.0  # writing the summary, closing the screen's children, interpreter exit
+FINISH_SHARE = 0.01  # ... or this share of the wall cap, whichever is more
+ESTIMATE_SLACK = 1.2  # a verification may run this much longer than its estimate
 
 
-def stop_reason(state: OptimizeState, ctx: RunContext, *, needs_gpu: bool) -> StopReason | None:
+def finish_margin(ctx: RunContext) -> float:
+    wall = ctx.config.budget.wall_s
+    return max(FINISH_MARGIN_S, FINISH_SHARE * wall) if wall is not None else FINISH_MARGIN_S
+
+
+def _left(state: OptimizeState, ctx: RunContext) -> tuple[float, float]:
+    """(wall, GPU) seconds left: to the wall cap less the finish margin, to the GPU cap."""
+    budget = ctx.config.budget
+    wall = budget.wall_s - ctx.elapsed() - finish_margin(ctx) if budget.wall_s else math.inf
+    gpu = budget.gpu_s - state.get("gpu_s", 0.0) if budget.gpu_s is not None else math.inf
+    return wall, gpu
+
+
+def left_s(state: OptimizeState, ctx: RunContext) -> float:
+    """Seconds of work the run may still start, by the cap that comes first (inf: none)."""
+    return min(_left(state, ctx))
+
+
+def verify_estimate(state: OptimizeState, ctx: RunContext) -> float:
+    """Seconds one full verification takes: measured in this run, else the estimate."""
+    recent = state.get("verify_seconds", [])[-8:]
+    if recent:
+        return statistics.median(recent)
+    if ctx.config.verify_estimate_s is not None:
+        return ctx.config.verify_estimate_s
+    estimate = getattr(ctx.evaluator, "verify_estimate_s", None)
+    return float(estimate(full=ctx.config.full_protocol)) if callable(estimate) else 0.0
+
+
+def reserve(state: OptimizeState, ctx: RunContext) -> float:
+    """Kept back from the search for the last verification."""
+    return ESTIMATE_SLACK * verify_estimate(state, ctx)
+
+
+def search_left(state: OptimizeState, ctx: RunContext) -> float:
+    return left_s(state, ctx) - reserve(state, ctx)
+
+
+def typical_screen_s(state: OptimizeState) -> tuple[float, float]:
+    """A screen round's usual (wall, GPU) seconds: planning and compile waits take wall time
+    that is not the GPU's."""
+    recent = state.get("screen_rounds", [])[-8:]
+    if not recent:
+        return 0.0, 0.0
+    return statistics.median(r[0] for r in recent), statistics.median(r[1] for r in recent)
+
+
+def stop_reason(
+    state: OptimizeState, ctx: RunContext, *, step_s: float | tuple[float, float]
+) -> StopReason | None:
+    """Why the search must stop before a step expected to take step_s seconds ((wall, GPU)
+    when they differ); None: go on."""
     config, budget = ctx.config, ctx.config.budget
     if ctx.reporter.cancel_requested():
         return StopReason.CANCELLED
@@ -29,7 +93,7 @@ def stop_reason(state: OptimizeState, ctx: RunContext, *, needs_gpu: bool) -> St
     recent = [r["verdict"] for r in state.get("history", [])[-HARNESS_ERRORS_IN_ROW:]]
     if len(recent) == HARNESS_ERRORS_IN_ROW and all(v == "error" for v in recent):
         return StopReason.HARNESS_ERRORS
-    if config.plateau is not None and state.get("not_kept_in_row", 0) >= config.plateau:
+    if config.plateau is not None and state.get("rounds_without_gain", 0) >= config.plateau:
         return StopReason.PLATEAU
     if budget.max_attempts is not None and state.get("next_index", 0) >= budget.max_attempts:
         return StopReason.MAX_ATTEMPTS
@@ -37,26 +101,21 @@ def stop_reason(state: OptimizeState, ctx: RunContext, *, needs_gpu: bool) -> St
         return StopReason.LLM_TOKENS
     if budget.llm_cost_usd is not None and state.get("llm_cost_usd", 0.0) >= budget.llm_cost_usd:
         return StopReason.LLM_COST
-    step = typical_eval_s(state) if needs_gpu else 0.0
-    keep = 1.0 - config.verify_reserve if config.final_verify else 1.0
-    if budget.wall_s is not None and ctx.elapsed() + step >= budget.wall_s * keep:
-        return StopReason.WALL_TIME
-    if budget.gpu_s is not None and state.get("gpu_s", 0.0) + step >= budget.gpu_s * keep:
+    step_wall, step_gpu = step_s if isinstance(step_s, tuple) else (step_s, step_s)
+    wall, gpu = _left(state, ctx)
+    kept = reserve(state, ctx)
+    if gpu - kept <= step_gpu:
         return StopReason.GPU_TIME
+    if wall - kept <= step_wall:
+        return StopReason.WALL_TIME
     return None
 
 
-def typical_eval_s(state: OptimizeState) -> float:
-    recent = state.get("eval_seconds", [])[-8:]
-    return statistics.median(recent) if recent else 0.0
+def step_timeout(state: OptimizeState, ctx: RunContext) -> float:
+    """The timeout of one search step's harness call: it must leave the reserve untouched."""
+    return max(1.0, min(ctx.config.eval_timeout_s, search_left(state, ctx)))
 
 
-def time_left(state: OptimizeState, ctx: RunContext) -> float:
-    """Seconds the next harness call may take before a wall or GPU cap would be crossed."""
-    budget = ctx.config.budget
-    left = ctx.config.eval_timeout_s
-    if budget.wall_s is not None:
-        left = min(left, budget.wall_s - ctx.elapsed())
-    if budget.gpu_s is not None:
-        left = min(left, budget.gpu_s - state.get("gpu_s", 0.0))
-    return max(1.0, left)
+def final_timeout(state: OptimizeState, ctx: RunContext) -> float:
+    """A verification may use everything up to the finish margin (the reserve included)."""
+    return min(ctx.config.eval_timeout_s, left_s(state, ctx))

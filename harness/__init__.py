@@ -5,6 +5,8 @@ Public API (kept light to import: nothing here imports torch or touches CUDA unt
     profile(candidate, problem, *, config=None) -> Profile
     device_ceilings() -> DeviceInfo
     EvalConfig, Limits, benchmark (trusted in-process timing for trusted kernels)
+    warm_up(problem): device ceilings and the cuBLASLt build ahead of the first full evaluation
+    harness.screen: Screener / screen() rank renders of our own families (tier one of a search)
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ __all__ = [
     "evaluate",
     "precompile",
     "profile",
+    "warm_up",
 ]
 
 
@@ -63,6 +66,12 @@ def device_ceilings() -> DeviceInfo:
     from harness.device import device_ceilings as _ceilings
 
     return _ceilings()
+
+
+def warm_up(problem: Problem, *, deadline_s: float | None = None) -> None:
+    from harness.evaluation import warm_up as _warm_up
+
+    _warm_up(problem, deadline_s=deadline_s)
 
 
 def benchmark(fn, **kwargs):

@@ -41,14 +41,14 @@ def shrink(problem: Problem, limit: int = 64) -> Problem:
     return problem.with_shape(*shape)
 
 
-def _fits_interpreter(problem: Problem) -> bool:
+def fits_interpreter(problem: Problem) -> bool:
     return max(problem.shape) <= INTERPRETER_MAX_DIM
 
 
-def _pick_sweep(op: Op, problem: Problem, *, quick: bool, interpreter: bool) -> list[Problem]:
+def pick_sweep(op: Op, problem: Problem, *, quick: bool, interpreter: bool) -> list[Problem]:
     sweep = [p for p in op.sweep(problem) if p != problem]
     if interpreter:
-        sweep = [p for p in sweep if _fits_interpreter(p)]
+        sweep = [p for p in sweep if fits_interpreter(p)]
         if not sweep:  # the op's sweep is all large: make odd and non-power-of-two ones
             small = shrink(problem)
             sweep = [small.with_shape(*[max(1, s - 1) if s > 2 else s for s in small.shape])]
@@ -88,7 +88,7 @@ def build_cases(
 ) -> list[Case]:
     """Every correctness case, in a fixed order; `seeds` must hold at least 64 values."""
     seed = iter(seeds)
-    workload = shrink(problem) if interpreter and not _fits_interpreter(problem) else problem
+    workload = shrink(problem) if interpreter and not fits_interpreter(problem) else problem
     cases = [
         Case(
             "smoke",
@@ -99,7 +99,7 @@ def build_cases(
             runs=2,
         )
     ]
-    for p in _pick_sweep(op, problem, quick=quick, interpreter=interpreter):
+    for p in pick_sweep(op, problem, quick=quick, interpreter=interpreter):
         cases.append(
             Case(
                 f"shape {'x'.join(map(str, p.shape))}",
@@ -129,6 +129,11 @@ def build_cases(
         inputs, limit = _exact_01_inputs(op, workload, next(seed), device)
         cases.append(Case("exact 0/1", "exact_01", workload, inputs, next(seed), exact_limit=limit))
     return cases
+
+
+def load_tensors(path):
+    """Tensors another phase wrote (maybe a candidate's): weights_only, so loading runs no code."""
+    return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def guard_pattern(n: int, dtype: torch.dtype, seed: int, device: str) -> torch.Tensor:

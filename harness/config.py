@@ -32,6 +32,10 @@ class EvalConfig:
     forbid_vendor_library: bool = False  # the problem forbids calling cuBLAS/aten for the op
     time_candidate: bool = True  # False: correctness only
     limits: Limits = field(default_factory=Limits)
+    # The whole evaluate() call returns within this many seconds: every phase's wall-clock
+    # limit is cut to what is left (a caller's budget is a cap, not a per-phase allowance).
+    deadline_s: float | None = None
+    deadline_at: float | None = None  # set by evaluate() from deadline_s (time.monotonic())
     compile_wall_s: float = 300.0  # first import of a CUDA C++ candidate may build for minutes
     device: str | None = None  # "cpu" forces the interpreter even where a GPU exists
     dtypes: tuple[str, ...] = ()  # extra dtypes the candidate must also handle (dtypes stage)

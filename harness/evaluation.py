@@ -13,6 +13,7 @@ The parent (this module) never initialises CUDA and never imports candidate code
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import secrets
 import shutil
 import statistics
@@ -22,9 +23,9 @@ from pathlib import Path
 from harness import device as device_mod
 from harness import gpu_state, redact, sanitizer, static_scan, timing
 from harness.baselines import applicable
+from harness.compile_cache import cuda_ext_dir, keep_cache, keep_cuda_builds, seed_cache
 from harness.config import TIMING_PROTOCOL, EvalConfig
 from harness.ops import resolve_op
-from harness.precompile import keep_cache, seed_cache
 from harness.results import (
     Backend,
     Candidate,
@@ -76,7 +77,8 @@ def evaluate(
     gpu = config.device != "cpu" and device_mod.gpu_visible()
     regime = config.regime if gpu and config.regime not in (None, Regime.INTERPRETER) else None
     regime = regime or (Regime.OFFLINE if gpu else Regime.INTERPRETER)
-    config = dataclasses.replace(config, regime=regime)
+    deadline = started + config.deadline_s if config.deadline_s is not None else None
+    config = dataclasses.replace(config, regime=regime, deadline_at=deadline)
     ev = Evaluation(
         candidate_id=candidate.id,
         problem_key=problem.key,
@@ -114,6 +116,22 @@ def evaluate(
     return _finish(ev, started)
 
 
+def warm_up(problem: Problem, *, deadline_s: float | None = None) -> None:
+    """What the first full evaluation on a device would otherwise do first, ahead of it: measure
+    the device's ceilings and build the cuBLASLt baseline's extension (each once per device,
+    cached on disk). A failure here is left for that evaluation to report."""
+    if not device_mod.gpu_visible():
+        return
+    started = time.monotonic()
+    try:
+        device_mod.device_ceilings()
+    except RuntimeError:
+        return
+    deadline = started + deadline_s if deadline_s is not None else None
+    names = applicable(problem.op, problem.layout, "cuda")
+    _cublaslt_dir(True, names, EvalConfig(deadline_s=deadline_s, deadline_at=deadline))
+
+
 def _finish(ev: Evaluation, started: float) -> Evaluation:
     # A cheat that is also wrong is reported as a cheat: that is what the agent must learn.
     rejects = [f for f in ev.findings if f.severity == "reject"]
@@ -136,6 +154,7 @@ def _child(
     wall: float | None = None,
     trusted: bool = False,
 ) -> ChildResult:
+    wall = _within_deadline(ev, config, phase, wall if wall is not None else config.limits.wall_s)
     res = run_child(
         phase,
         job,
@@ -164,8 +183,21 @@ def _child(
     return res
 
 
+def _within_deadline(ev: Evaluation, config: EvalConfig, phase: str, wall: float) -> float:
+    """A phase's wall-clock limit cut to what is left of the evaluation's deadline; none left
+    ends the evaluation as a TIMEOUT before the phase starts."""
+    if config.deadline_at is None:
+        return wall
+    left = config.deadline_at - time.monotonic()
+    if left < 1.0:
+        ev.verdict = Verdict.TIMEOUT
+        ev.error = f"{phase}: the evaluation's deadline passed before this phase could start"
+        raise _Stop(ev)
+    return min(wall, left)
+
+
 def _env(gpu: bool) -> dict[str, str]:
-    env = {"KF_COMPILE_CACHE": str(device_mod.cache_dir() / "cuda-ext")}
+    env = {"KF_COMPILE_CACHE": str(cuda_ext_dir())}
     if not gpu:
         env["TRITON_INTERPRET"] = "1"
     return env
@@ -210,7 +242,7 @@ def _pipeline(
         ev.verdict = Verdict.COMPILE_ERROR
         ev.error = ev.compile.log[-2000:]
         raise _Stop(ev)
-    _keep_cuda_builds(workdir)
+    keep_cuda_builds(workdir)
     ev.findings += [Finding(**f) for f in res.get("findings", [])]
     ev.kernels = res.get("kernels", []) + res.get("aten_ops", [])
     error = res.get("error")
@@ -279,13 +311,20 @@ def _sanitize(
         "backend": str(candidate.backend),
         "seed": secrets.randbits(62),
     }
-    wall = 2 * config.limits.wall_s + (
-        config.compile_wall_s if candidate.backend is Backend.CUDA else 0
-    )
     reports = {}
     for tool in config.sanitize_tools:
+        wall = 2 * config.limits.wall_s + (
+            config.compile_wall_s if candidate.backend is Backend.CUDA else 0
+        )
+        wall = _within_deadline(ev, config, f"sanitize_{tool}", wall)
         rep = sanitizer.run(
-            tool, job, str(workdir), limits=config.limits, wall_s=wall, env_extra=_env(gpu)
+            tool,
+            job,
+            str(workdir),
+            limits=config.limits,
+            wall_s=wall,
+            env_extra=_env(gpu),
+            deadline_at=config.deadline_at,
         )
         reports[tool] = rep.to_dict()
         if not rep.ran:
@@ -319,41 +358,44 @@ def _compile_result(info: dict) -> CompileResult:
     )
 
 
-def _keep_cuda_builds(workdir: Path) -> None:
-    """Copy fresh CUDA builds into the compile cache (keyed by source+flags hash)."""
-    ext_root = workdir / "torch-extensions"
-    if not ext_root.is_dir():
-        return
-    cache = device_mod.cache_dir() / "cuda-ext"
-    for build in ext_root.iterdir():
-        sos = list(build.glob("*.so"))
-        target = cache / build.name
-        if sos and not target.exists():
-            target.mkdir(parents=True)
-            for so in sos:
-                shutil.copy2(so, target / so.name)
-
-
 def _cublaslt_dir(gpu: bool, names: tuple[str, ...], config: EvalConfig) -> str | None:
+    """The cuBLASLt extension, built once per device and torch version (about a minute)."""
     if not gpu or "cublaslt" not in names:
         return None
+    wall = 600.0
+    if config.deadline_at is not None:
+        wall = min(wall, config.deadline_at - time.monotonic())
+        if wall < 1.0:
+            return None
     import importlib.metadata
 
     build_dir = device_mod.cache_dir() / f"cublaslt-{importlib.metadata.version('torch')}"
-    if not list(build_dir.glob("*.so")):
-        build_dir.mkdir(parents=True, exist_ok=True)
-        res = run_child(
-            "build_cublaslt",
-            {"build_dir": str(build_dir)},
-            str(build_dir),
-            limits=config.limits,
-            wall_s=600,
-            cuda=True,
-            isolate_net=True,
-            isolate_fs=True,
-        )
-        if res.status is not ChildStatus.OK:
-            return None
+    build_dir.mkdir(parents=True, exist_ok=True)
+    # One build at a time (warm_up's side thread and an evaluation may both want it): the
+    # builder holds the lock; the others wait for it, never past their deadline.
+    with open(build_dir.parent / f".{build_dir.name}.lock", "w") as lock:
+        until = time.monotonic() + wall
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() >= until:
+                    return None
+                time.sleep(0.5)
+        if not list(build_dir.glob("*.so")):
+            res = run_child(
+                "build_cublaslt",
+                {"build_dir": str(build_dir)},
+                str(build_dir),
+                limits=config.limits,
+                wall_s=max(1.0, until - time.monotonic()),
+                cuda=True,
+                isolate_net=True,
+                isolate_fs=True,
+            )
+            if res.status is not ChildStatus.OK:
+                return None
     return str(build_dir)
 
 

@@ -16,10 +16,12 @@ import logging
 import os
 import secrets
 import shutil
+import time
 from pathlib import Path
 
 from harness import device as device_mod
 from harness import ncu
+from harness.compile_cache import cuda_ext_dir
 from harness.config import EvalConfig
 from harness.ops import resolve_op
 from harness.results import Bottleneck, Candidate, Profile
@@ -83,6 +85,9 @@ def profile(
     stem = f"{candidate.id}-{problem.key.replace('/', '_')}"
     report = str(out_dir / stem)
     Path(report + ".ncu-rep").unlink(missing_ok=True)  # only this run's report counts
+    # The run's deadline (EvalConfig.deadline_s) caps both tries together.
+    deadline = config.deadline_s if config.deadline_s is not None else float("inf")
+    ends_at = time.monotonic() + deadline
     for isolate_ns in (True, False):
         workdir = scratch.make("prof")
         try:
@@ -100,19 +105,23 @@ def profile(
                 job,
                 workdir,
                 limits=config.limits,
-                wall_s=config.limits.wall_s + config.compile_wall_s,
+                wall_s=min(
+                    config.limits.wall_s + config.compile_wall_s, ends_at - time.monotonic()
+                ),
                 cuda=True,
                 isolate_net=False,
                 isolate_fs=False,
                 isolate_ns=isolate_ns,
                 writable=(str(out_dir),),
                 readable=_ncu_dirs(),
-                env_extra={"KF_COMPILE_CACHE": str(device_mod.cache_dir() / "cuda-ext")},
+                env_extra={"KF_COMPILE_CACHE": str(cuda_ext_dir())},
                 wrapper=ncu_command(report, full=full),
             )
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         if os.path.exists(report + ".ncu-rep") or res.status is ChildStatus.TIMEOUT:
+            break
+        if ends_at - time.monotonic() <= 1.0:
             break
         _log.warning("ncu wrote no report with isolate_ns=%s: %s", isolate_ns, res.error)
     path = report + ".ncu-rep"

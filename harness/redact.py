@@ -2,7 +2,7 @@
 without our profiler's log lines or this server's paths.
 
 The sandbox child imports the candidate from `<scratch>/sandbox/kf_candidate.py` through harness
-code, and every phase starts torch's profiler once (phases._prime), whose C++ side logs
+code, and every phase starts torch's profiler once (candidate_phases._prime), whose C++ side logs
 `USDT:... profiler_start` lines to the captured output. A user needs neither.
 """
 

@@ -15,7 +15,12 @@ from typing import Any
 
 class Backend(enum.StrEnum):
     TRITON = "triton"
-    CUDA = "cuda"
+    CUDA = "cuda"  # C++ built with nvcc at import (CUDA, CUTLASS/CuTe): harness/cuda_ext.py
+
+    @classmethod
+    def of_family(cls, backend: str) -> Backend:
+        """A kernels Family's backend name -> how the harness builds it: Triton, else nvcc."""
+        return cls.TRITON if backend == "triton" else cls.CUDA
 
 
 @dataclass(frozen=True)

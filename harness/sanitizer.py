@@ -26,6 +26,7 @@ import glob
 import os
 import re
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,14 +113,21 @@ def run(
     limits: Limits,
     wall_s: float,
     env_extra: dict[str, str],
+    deadline_at: float | None = None,
 ) -> SanitizerReport:
-    """Run the candidate_sanitize phase under `compute-sanitizer --tool <tool>`."""
+    """Run the candidate_sanitize phase under `compute-sanitizer --tool <tool>`; every try of
+    the isolation ladder ends by `deadline_at` (time.monotonic()) when one is given."""
     tool_path = find_tool()
     if tool_path is None:
         return SanitizerReport(tool, ran=False, note="compute-sanitizer is not installed")
     notes = []
     for step, (ns, net, fs) in enumerate(ISOLATION_LADDER):
         last = step == len(ISOLATION_LADDER) - 1
+        if deadline_at is not None:
+            wall_s = min(wall_s, deadline_at - time.monotonic())
+            if wall_s < 1.0:
+                notes.append("the evaluation's deadline passed")
+                break
         layers = (("namespaces", ns), ("netns", net), ("landlock", fs))
         level = "+".join(n for n, on in layers if on) or "none"
         side = scratch.make("sanitize")  # 0700: the candidate cannot reach it

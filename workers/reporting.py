@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 
-from agents.reporting import IterationEvent
+from agents.reporting import IterationEvent, SearchStats
 from kernels.problem import Problem
 from webapp.jobs import model_services, services
 
@@ -45,6 +45,12 @@ class DjangoReporter:
             task_id=self.task_id, attempt=self.attempt, data=services.IterationData(**data)
         )
         if saved is None:
+            self.lost = True
+
+    def search(self, stats: SearchStats) -> None:
+        if not services.task_search_record(
+            task_id=self.task_id, attempt=self.attempt, search=stats.to_dict()
+        ):
             self.lost = True
 
     def profile(self, *, index: int, profile: dict[str, Any]) -> None:

@@ -1,1 +1,1 @@
-"""The graph's nodes, one module each: baseline, planner, coder, judge, profiler."""
+"""The graph's nodes, one module each: planner, screen, coder, judge, profiler, finish."""

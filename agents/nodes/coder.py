@@ -1,77 +1,59 @@
-"""coder: turn the plan into candidate modules.
+"""coder: the LLM edits the best source ("rewrite" moves).
 
-"params" moves render each family at its point (byte-identical text for the same point, so
-the compile cache and the seen-set both hit). "rewrite" moves ask the LLM to edit the best
-source; a reply that fails the source checks goes back with the error, within the retry
-budget, and one that never passes is recorded as a failed attempt with the reason.
+Family points never come here: the screen renders them itself (trusted code). What the LLM
+writes is untrusted: it goes to the judge as a CHECK (the sandboxed quick protocol, then the
+full one if it would be the best). A reply that fails the source checks goes back with the
+error, within the retry budget, and one that never passes is recorded as a failed attempt.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from agents import prompts
+from agents import prompts, stopping
 from agents.context import RunContext
 from agents.source_check import check_source, extract_code
-from agents.state import OptimizeState, Pending, StopReason
+from agents.state import OptimizeState, Pending, StopReason, Tier
 
 
 def coder(
     state: OptimizeState, runtime: Runtime[RunContext]
-) -> Command[Literal["judge", "planner", "verify"]]:
+) -> Command[Literal["judge", "planner", "finish"]]:
     ctx = runtime.context
     plan = state.get("plan")
-    assert plan is not None, "coder runs only after the planner"
+    assert plan is not None and plan["move"] == "rewrite", "the coder writes rewrites only"
     best = state.get("best")
     parent = best["index"] if best else None
-    pending: list[Pending] = []
-    if plan["move"] == "params":
-        for point in plan["points"]:
-            family = ctx.families[point["family"]]
-            try:
-                source, error = family.render(ctx.problem, point["params"]), ""
-            except Exception as exc:  # a family bug must cost one attempt, not the run
-                source, error = "", f"render failed: {type(exc).__name__}: {exc}"
-            pending.append(
-                Pending(
-                    source=source,
-                    family=family.name,
-                    params=dict(point["params"]),
-                    hypothesis=point.get("hypothesis") or plan["hypothesis"],
-                    parent=parent,
-                    origin=f"family:{family.name}",
-                    llm_tokens=0,
-                    llm_cost_usd=0.0,
-                    error=error,
-                )
-            )
-    else:
-        from agents.llm import LLMError, LLMErrorKind
+    from agents.llm import LLMError, LLMErrorKind
 
-        assert ctx.llm is not None
-        before = (ctx.llm.spent.tokens, ctx.llm.spent.cost_usd)
-        try:
-            pending.append(llm_rewrite(state, ctx))
-        except LLMError as exc:
-            if exc.kind is LLMErrorKind.BUDGET:
-                return Command(goto="verify", update=_stop_update(ctx, exc))
-            failed = _failed(
-                plan["hypothesis"], parent, ctx, str(exc), best["source"] if best else ""
-            )
-            failed["llm_tokens"] = ctx.llm.spent.tokens - before[0]
-            failed["llm_cost_usd"] = ctx.llm.spent.cost_usd - before[1]
-            pending.append(failed)
-    # The planner's LLM spend travels with the batch's first candidate.
-    if pending:
-        pending[0]["llm_tokens"] += plan["llm_tokens"]
-        pending[0]["llm_cost_usd"] += plan["llm_cost_usd"]
-    update: dict[str, Any] = {"pending": pending, "plan": None, "elapsed_s": ctx.elapsed()}
-    if ctx.llm is not None:
-        update.update(llm_tokens=ctx.llm.spent.tokens, llm_cost_usd=ctx.llm.spent.cost_usd)
-    return Command(goto="judge" if pending else "planner", update=update)
+    assert ctx.llm is not None
+    before = (ctx.llm.spent.tokens, ctx.llm.spent.cost_usd)
+    ctx.llm.deadline_at = time.monotonic() + stopping.search_left(state, ctx)
+    try:
+        item = llm_rewrite(state, ctx)
+    except LLMError as exc:
+        if exc.kind is LLMErrorKind.BUDGET:
+            return Command(goto="finish", update=_stop_update(ctx, exc))
+        item = _failed(plan["hypothesis"], parent, ctx, str(exc), best["source"] if best else "")
+        item["llm_tokens"] = ctx.llm.spent.tokens - before[0]
+        item["llm_cost_usd"] = ctx.llm.spent.cost_usd - before[1]
+    # The planner's LLM spend (and any earlier plan's not reported yet) travels with it.
+    tokens, cost = state.get("llm_carry", [0, 0.0])
+    item["llm_tokens"] += plan["llm_tokens"] + int(tokens)
+    item["llm_cost_usd"] += plan["llm_cost_usd"] + cost
+    update: dict[str, Any] = {
+        "pending": [item],
+        "plan": None,
+        "llm_carry": [0, 0.0],
+        "elapsed_s": ctx.elapsed(),
+        "llm_tokens": ctx.llm.spent.tokens,
+        "llm_cost_usd": ctx.llm.spent.cost_usd,
+    }
+    return Command(goto="judge", update=update)
 
 
 def llm_rewrite(state: OptimizeState, ctx: RunContext) -> Pending:
@@ -110,6 +92,8 @@ def llm_rewrite(state: OptimizeState, ctx: RunContext) -> Pending:
         hypothesis=plan["hypothesis"],
         parent=best["index"],
         origin=f"llm:{ctx.config.llm.model}",
+        tier=Tier.CHECK.value,
+        screen_speedup=None,
         llm_tokens=ctx.llm.spent.tokens - before_tokens,
         llm_cost_usd=ctx.llm.spent.cost_usd - before_cost,
         error="",
@@ -126,6 +110,8 @@ def _failed(
         hypothesis=hypothesis,
         parent=parent,
         origin=f"llm:{ctx.config.llm.model}",
+        tier=Tier.CHECK.value,
+        screen_speedup=None,
         llm_tokens=0,
         llm_cost_usd=0.0,
         error=f"coder: {error}",

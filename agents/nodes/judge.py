@@ -1,10 +1,16 @@
 """judge: code, not an LLM. Evaluate one candidate, keep it or revert, record why (P10).
 
-A candidate is kept only if the harness passed it (compiled, correct on every stage, no cheat
-found, plausible) and its speedup against the baseline, timed in the same harness run, beats
-the best's by more than the larger of the two runs' measured noise and config.min_gain. Ties
-keep the incumbent. One candidate per step, so a crash loses at most the one in flight, and
-the rest of the batch is handed to the evaluator to compile ahead meanwhile.
+A candidate is kept only if it passed tier two, the harness's full protocol (compiled, correct
+on every stage, no cheat found, plausible, every baseline), and its speedup against the
+baseline, timed in that same harness run, beats the best's by more than the larger of the two
+runs' measured noise and config.min_gain. Ties keep the incumbent. A screen finalist (a render
+of our families) goes straight to tier two; untrusted code is checked with the sandboxed quick
+protocol first and verified only when it would become the best (agents/tiers.py).
+
+One candidate per step, so a crash loses at most the one in flight; the rest of the pending
+list is handed to the evaluator to compile ahead meanwhile. `run_attempt` builds the one
+Attempt record (agents/attempt.py); `recorded` turns it into the state update; the finish node
+uses both for the last verification.
 """
 
 from __future__ import annotations
@@ -16,21 +22,14 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from agents import stopping
+from agents.attempt import Attempt
 from agents.config import OptimizeConfig
 from agents.context import RunContext
-from agents.reporting import AttemptVerdict, IterationEvent
-from agents.state import Best, OptimizeState, Pending, Record
-from agents.stopping import stop_reason, time_left
+from agents.reporting import AttemptVerdict
+from agents.state import Best, OptimizeState, Pending, Tier
+from agents.tiers import counted
 from harness.results import Evaluation, Regime, Verdict
-
-_FAILED: dict[Verdict, AttemptVerdict] = {
-    Verdict.COMPILE_ERROR: AttemptVerdict.COMPILE_FAILED,
-    Verdict.INCORRECT: AttemptVerdict.INCORRECT,
-    Verdict.CHEAT: AttemptVerdict.CHEAT,
-    Verdict.TIMEOUT: AttemptVerdict.TIMEOUT,
-    Verdict.CRASH: AttemptVerdict.CRASH,
-    Verdict.INFRA_ERROR: AttemptVerdict.ERROR,
-}
 
 
 @dataclass(frozen=True)
@@ -40,12 +39,10 @@ class Decision:
     speedup: float | None
 
 
-def decide(
-    evaluation: Evaluation, best: Best | None, config: OptimizeConfig, *, is_first: bool
-) -> Decision:
+def decide(evaluation: Evaluation, best: Best | None, config: OptimizeConfig) -> Decision:
     if evaluation.verdict is not Verdict.PASSED:
         reason = evaluation.error or evaluation.verdict.value
-        return Decision(_FAILED[evaluation.verdict], _one_line(reason), None)
+        return Decision(AttemptVerdict.of(evaluation.verdict), _one_line(reason), None)
     if evaluation.implausible:
         return Decision(
             AttemptVerdict.CHEAT, "faster than the measured roof allows (implausible)", None
@@ -58,16 +55,10 @@ def decide(
     noise = evaluation.timings.noise
     # Interpreter ratios are CPU emulation vs torch on the CPU (~0.001x): say so.
     where = " (CPU interpreter)" if evaluation.timings.regime is Regime.INTERPRETER else ""
-    if is_first:
-        return Decision(
-            AttemptVerdict.BASELINE,
-            f"starting point: {_x(speedup)} vs {config.baseline}{where}",
-            speedup,
-        )
     if best is None:
         return Decision(
             AttemptVerdict.KEPT,
-            f"first correct candidate: {_x(speedup)} vs {config.baseline}{where}",
+            f"first verified candidate: {_x(speedup)} vs {config.baseline}{where}",
             speedup,
         )
     threshold = max(noise, best["noise"], config.min_gain)
@@ -86,121 +77,136 @@ def _x(speedup: float) -> str:
 
 def judge(
     state: OptimizeState, runtime: Runtime[RunContext]
-) -> Command[Literal["judge", "profiler", "planner", "verify"]]:
+) -> Command[Literal["judge", "profiler", "planner", "finish"]]:
     ctx = runtime.context
     pending = list(state.get("pending", []))
     item = pending.pop(0)
-    index = state.get("next_index", 0)
-    best = state.get("best")
-    seen = dict(state.get("seen", {}))
-    candidate = ctx.candidate(item["source"], item["family"], item["origin"])
     _prefetch(ctx, pending)
-
-    evaluation: Evaluation | None = None
-    wall = 0.0
-    if item["error"]:
-        decision = Decision(AttemptVerdict.ERROR, _one_line(item["error"]), None)
-    elif candidate.id in seen:
-        decision = Decision(AttemptVerdict.REVERTED, f"same source as #{seen[candidate.id]}", None)
-    else:
-        started = time.monotonic()
-        try:
-            evaluation = ctx.evaluator.evaluate(
-                candidate, ctx.problem, timeout_s=time_left(state, ctx)
-            )
-        except Exception as exc:  # the harness failed, not the candidate
-            decision = Decision(AttemptVerdict.ERROR, f"harness error: {_one_line(str(exc))}", None)
-        wall = time.monotonic() - started
-        if evaluation is not None:
-            decision = decide(evaluation, best, ctx.config, is_first=index == 0)
-        seen[candidate.id] = index
-
-    kept = decision.verdict in (AttemptVerdict.KEPT, AttemptVerdict.BASELINE)
-    if kept:
-        assert (
-            evaluation is not None
-            and evaluation.timings is not None
-            and decision.speedup is not None
-        )
-        best = Best(
-            index=index,
-            candidate_id=candidate.id,
-            source=candidate.source,
-            family=item["family"],
-            params=item["params"],
-            speedup=decision.speedup,
-            median_us=evaluation.timings.candidate.median_us,
-            noise=evaluation.timings.noise,
-            pct_of_roof=evaluation.pct_of_roof,
-            evaluation=_summary(evaluation),
-        )
-    gpu_s = (evaluation.duration_s or wall) if evaluation is not None else wall
-    record = Record(
-        index=index,
-        parent=item["parent"],
-        family=item["family"],
-        params=item["params"],
-        hypothesis=item["hypothesis"],
-        verdict=decision.verdict.value,
-        reason=decision.reason,
-        candidate_id=candidate.id,
-        speedup=decision.speedup,
-        median_us=evaluation.timings.candidate.median_us
-        if evaluation and evaluation.timings
-        else None,
-        noise=evaluation.timings.noise if evaluation and evaluation.timings else 0.0,
-        pct_of_roof=evaluation.pct_of_roof if evaluation else None,
-        gpu_s=gpu_s,
-        profile_delta={},
-    )
-    event = IterationEvent(
-        index=index,
-        parent=item["parent"],
-        hypothesis=item["hypothesis"],
-        source=candidate.source,
-        candidate_id=candidate.id,
-        verdict=decision.verdict,
-        reason=decision.reason,
-        family=item["family"],
-        params=item["params"],
-        evaluation=evaluation.to_dict() if evaluation is not None else None,
-        speedup=decision.speedup,
-        best_speedup=best["speedup"] if best else None,
-        elapsed_s=ctx.elapsed(),
-        gpu_s=gpu_s,
-        llm_tokens=item["llm_tokens"],
-        llm_cost_usd=item["llm_cost_usd"],
-    )
-    if index not in ctx.reported:
-        ctx.reporter.iteration(event)
-        ctx.reported.add(index)
-
-    update: dict[str, Any] = {
-        "pending": pending,
-        "history": [*state.get("history", []), record],
-        "seen": seen,
-        "best": best,
-        "next_index": index + 1,
-        "elapsed_s": ctx.elapsed(),
-        "gpu_s": state.get("gpu_s", 0.0) + gpu_s,
-        "not_kept_in_row": 0 if kept else state.get("not_kept_in_row", 0) + 1,
-        "eval_seconds": _recent(state, max(wall, gpu_s))
-        if evaluation
-        else state.get("eval_seconds", []),
-    }
+    attempt, tiers = run_attempt(state, ctx, item)
+    update = recorded(state, ctx, attempt, tiers)
+    update["pending"] = pending
     limit = ctx.config.max_profiles
-    if kept and ctx.config.profile and (limit is None or len(state.get("profiles", {})) < limit):
-        update["to_profile"] = index
+    if (
+        attempt.kept
+        and ctx.config.profile
+        and (limit is None or len(state.get("profiles", {})) < limit)
+    ):
+        update["to_profile"] = attempt.index
     after: OptimizeState = {**state, **update}  # type: ignore[typeddict-item]
-    reason = stop_reason(after, ctx, needs_gpu=True)
+    step = stopping.verify_estimate(after, ctx) if pending else stopping.typical_screen_s(after)
+    reason = stopping.stop_reason(after, ctx, step_s=step)
     if reason is not None:
         update["stop_reason"] = reason.value
-        return Command(goto="verify", update=update)
+        return Command(goto="finish", update=update)
     if pending:
         return Command(goto="judge", update=update)
     if after.get("to_profile") is not None:
         return Command(goto="profiler", update=update)
     return Command(goto="planner", update=update)
+
+
+def run_attempt(
+    state: OptimizeState, ctx: RunContext, item: Pending
+) -> tuple[Attempt, list[tuple[str, bool, float]]]:
+    """Judge one candidate; returns its Attempt and the tiers it went through
+    [(tier, passed, harness seconds)] for the run's counts."""
+    index = state.get("next_index", 0)
+    best = state.get("best")
+    seen = state.get("seen", {})
+    candidate = ctx.candidate(item["source"], item["family"], item["origin"])
+    evaluation: Evaluation | None = None
+    tiers: list[tuple[str, bool, float]] = []
+    if item["error"]:
+        decision = Decision(AttemptVerdict.INFRA_ERROR, _one_line(item["error"]), None)
+    elif candidate.id in seen:
+        decision = Decision(AttemptVerdict.REVERTED, f"same source as #{seen[candidate.id]}", None)
+    else:
+        two_step = item["tier"] == Tier.CHECK.value and ctx.config.full_protocol
+        if two_step:  # untrusted: the sandboxed quick protocol first
+            timeout = stopping.step_timeout(state, ctx)
+            evaluation, seconds, decision = _evaluate(ctx, candidate, best, timeout, full=False)
+            tiers.append((Tier.CHECK.value, evaluation is not None and evaluation.ok, seconds))
+        if not two_step or decision.verdict is AttemptVerdict.KEPT:
+            timeout = stopping.final_timeout(state, ctx) - sum(s for *_, s in tiers)
+            if timeout < 0.5 * stopping.verify_estimate(state, ctx):
+                no_time = "no time was left to verify it with the full protocol"
+                decision = (
+                    Decision(AttemptVerdict.REVERTED, f"{decision.reason}; {no_time}", None)
+                    if two_step
+                    else Decision(AttemptVerdict.INFRA_ERROR, f"not verified: {no_time}", None)
+                )
+            else:
+                evaluation, seconds, decision = _evaluate(ctx, candidate, best, timeout, full=True)
+                tiers.append((Tier.VERIFY.value, evaluation is not None and evaluation.ok, seconds))
+    kept = decision.verdict is AttemptVerdict.KEPT
+    attempt = Attempt(
+        index=index,
+        item=item,
+        candidate_id=candidate.id,
+        verdict=decision.verdict,
+        reason=decision.reason,
+        evaluation=evaluation,
+        speedup=decision.speedup,
+        best_speedup=decision.speedup if kept else (best["speedup"] if best else None),
+        gpu_s=sum(s for *_, s in tiers),
+        elapsed_s=ctx.elapsed(),
+    )
+    return attempt, tiers
+
+
+def recorded(
+    state: OptimizeState, ctx: RunContext, attempt: Attempt, tiers: list[tuple[str, bool, float]]
+) -> dict[str, Any]:
+    """Report the attempt (once per index) and derive the state update from it."""
+    if attempt.index not in ctx.reported:
+        ctx.reporter.iteration(attempt.event())
+        ctx.reported.add(attempt.index)
+    stats = state.get("stats") or {}
+    verify_seconds = list(state.get("verify_seconds", []))
+    for tier, passed, seconds in tiers:
+        stats = counted(stats, tier, candidates=1, passed=int(passed), gpu_s=seconds)
+        if tier == Tier.VERIFY.value and attempt.evaluation is not None:
+            verify_seconds = [*verify_seconds, seconds][-16:]
+    screened = dict(state.get("screened", {}))
+    key = _point_key(attempt.item)
+    if key in screened:
+        screened[key] = {**screened[key], "verified": attempt.index}
+    update: dict[str, Any] = {
+        "history": [*state.get("history", []), attempt.record()],
+        "seen": {**state.get("seen", {}), attempt.candidate_id: attempt.index},
+        "screened": screened,
+        "next_index": attempt.index + 1,
+        "elapsed_s": ctx.elapsed(),
+        "gpu_s": state.get("gpu_s", 0.0) + attempt.gpu_s,
+        "rounds_without_gain": 0 if attempt.kept else state.get("rounds_without_gain", 0) + 1,
+        "verify_seconds": verify_seconds,
+        "stats": stats,
+    }
+    if attempt.kept:
+        update["best"] = attempt.best()
+    return update
+
+
+def _evaluate(
+    ctx: RunContext, candidate, best: Best | None, timeout: float, *, full: bool
+) -> tuple[Evaluation | None, float, Decision]:
+    started = time.monotonic()
+    try:
+        evaluation = ctx.evaluator.evaluate(candidate, ctx.problem, timeout_s=timeout, full=full)
+    except Exception as exc:  # the harness failed, not the candidate
+        return (
+            None,
+            time.monotonic() - started,
+            Decision(AttemptVerdict.INFRA_ERROR, f"harness error: {_one_line(str(exc))}", None),
+        )
+    seconds = evaluation.duration_s or (time.monotonic() - started)
+    return evaluation, seconds, decide(evaluation, best, ctx.config)
+
+
+def _point_key(item: Pending) -> str:
+    from harness.screen import ScreenPoint
+
+    return ScreenPoint(item["family"] or "", item["params"]).key
 
 
 def _prefetch(ctx: RunContext, pending: list[Pending]) -> None:
@@ -211,25 +217,6 @@ def _prefetch(ctx: RunContext, pending: list[Pending]) -> None:
     if fresh:
         ctx.prefetched.update(c.id for c in fresh)
         ctx.evaluator.prefetch(fresh, ctx.problem)
-
-
-def _recent(state: OptimizeState, seconds: float) -> list[float]:
-    return [*state.get("eval_seconds", []), seconds][-16:]
-
-
-def _summary(evaluation: Evaluation) -> dict[str, Any]:
-    """The parts of the best's evaluation the planner reads (roofline numbers, device peaks)."""
-    device = evaluation.device
-    return {
-        "tflops": evaluation.tflops,
-        "gbps": evaluation.gbps,
-        "pct_of_roof": evaluation.pct_of_roof,
-        "device": {
-            "name": device.name if device else "",
-            "peak_tflops": device.peak_tflops if device else None,
-            "peak_gbps": device.peak_gbps if device else None,
-        },
-    }
 
 
 def _one_line(text: str) -> str:

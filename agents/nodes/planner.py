@@ -1,12 +1,16 @@
-"""planner: read the best, the history and the bottleneck; choose the next move.
+"""planner: read the best, the screen's results and the bottleneck; choose the next move.
 
-Offline: the first planned step tries the op's starting points for the problem's shape class
-(Op.starting_points: the measured leaders), then untried families' defaults (Triton before
-CUDA C++, then tier order). Later, the playbook names the bottleneck and which way to move
-each knob, and the learning search (search.py) picks points of one family, chosen by an upper
-confidence bound over the families tried so far, around that family's best point. LLM: the
-same facts in a prompt, answered as JSON and checked; a planner that keeps failing falls back
-to offline.
+Offline, every step hands the screen a batch of points (config.screen_batch) from every
+family's space. The first batch starts where the search should start: the op's starting points
+for the problem's shape class (Op.starting_points: where earlier searches led), then every
+family's default; the rest, and every later batch, comes from the learning search (search.py):
+a surrogate per family fitted on everything screened so far, around that family's best point,
+the playbook's preferred directions as a prior, and the families in order of an upper
+confidence bound on their best screened speedup, each given a share of the batch. The
+search is family-agnostic: a new family plugs in through the kernels registry. LLM: the same
+facts in a prompt, answered as JSON and checked; its points go to the screen too (the harness
+renders them), a code rewrite goes to the coder; a planner that keeps failing falls back to
+offline.
 """
 
 from __future__ import annotations
@@ -14,25 +18,28 @@ from __future__ import annotations
 import json
 import math
 import random
+import time
 from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from agents import playbook, prompts
+from agents import playbook, prompts, stopping, tiers
 from agents.config import Provider
 from agents.context import RunContext
 from agents.search import Observation, SurrogateSearch, point_key
-from agents.state import OptimizeState, Plan, Record, StopReason
+from agents.state import OptimizeState, Plan, StopReason
+from harness.results import Verdict
 
-KEPT_LIKE = ("kept", "baseline", "reverted")  # attempts that produced a timed, correct result
 FAMILY_EXPLORE = 0.3
+QUEUE_ROUNDS = 2  # points waiting to compile or be screened, in screen batches, at most
 
 
 def planner(
     state: OptimizeState, runtime: Runtime[RunContext]
-) -> Command[Literal["coder", "verify"]]:
+) -> Command[Literal["screen", "coder", "finish"]]:
     ctx = runtime.context
+    started = ctx.elapsed()
     if ctx.reporter.cancel_requested():  # checked again here: an LLM plan can take a while
         return _stop(state, ctx, StopReason.CANCELLED)
     notes: list[str] = []
@@ -40,6 +47,7 @@ def planner(
     if ctx.config.planner is Provider.LLM and ctx.llm is not None:
         from agents.llm import LLMError, LLMErrorKind
 
+        ctx.llm.deadline_at = time.monotonic() + stopping.search_left(state, ctx)
         try:
             plan = llm_plan(state, ctx)
         except LLMError as exc:
@@ -63,16 +71,16 @@ def planner(
         update["notes"] = state.get("notes", []) + notes
     if plan is None:
         update["stop_reason"] = StopReason.EXHAUSTED.value
-        return Command(goto="verify", update=update)
-    update["plan"] = plan
-    return Command(goto="coder", update=update)
+        return Command(goto="finish", update=update)
+    update["plan"] = {**plan, "started_s": started}
+    return Command(goto="coder" if plan["move"] == "rewrite" else "screen", update=update)
 
 
 def offline_plan(state: OptimizeState, ctx: RunContext) -> Plan | None:
-    history = state.get("history", [])
+    """The next screen batch (or an LLM rewrite every other step when the coder is an LLM);
+    None when nothing is left to try and nothing waits to be screened."""
     best = state.get("best")
     diagnosis = playbook.diagnose(state.get("latest_profile"), best["evaluation"] if best else None)
-    step = sum(1 for r in history if r["index"] > 0)
     if ctx.config.coder is Provider.LLM and best is not None and _planner_steps(state) % 2 == 1:
         return Plan(
             hypothesis=f"{diagnosis.evidence}: {diagnosis.advice}",
@@ -81,82 +89,103 @@ def offline_plan(state: OptimizeState, ctx: RunContext) -> Plan | None:
             rewrite=f"{diagnosis.advice}. Keep the output identical; change only how it is computed.",
             llm_tokens=0,
             llm_cost_usd=0.0,
+            started_s=0.0,
         )
-    rng = random.Random(f"{ctx.config.seed}:{state.get('next_index', 0)}")
-    seen = set(_seen_points(history))
-    points: list[dict[str, Any]] = []
-    families = ctx.families
-    tried = {r["family"] for r in history if r["family"]}
-    starts = _starting_points(ctx, seen) if step == 0 else []
-    # The first planned step spends its batch on the points that led the search for this
-    # shape class (the op's starting points), then on untried families' defaults: cheap and
-    # informative. CUDA C++ families come after the Triton ones: they are starters, slow to
-    # build and to run; they are still tried once a batch has room for them.
-    untried = sorted(
-        (n for n in families if n not in tried),
-        key=lambda n: (families[n].backend != "triton", playbook.family_tier(n)),
+    rng = random.Random(f"{ctx.config.seed}:{_planner_steps(state)}")
+    queued = state.get("queued", [])
+    taken = _taken(state)
+    room = max(
+        0, min(ctx.config.screen_batch, QUEUE_ROUNDS * ctx.config.screen_batch - len(queued))
     )
-    defaults = [{"family": n, "params": families[n].default(ctx.problem)} for n in untried]
-    if step > 0:
-        # Later steps give untried families at most half the batch; the rest refines the
-        # best. A whole batch of defaults cost ~2.5 GPU-minutes on the H200 (a CUDA build
-        # among them), a quarter of a 10-minute run.
-        defaults = defaults[: max(1, ctx.config.batch_size // 2)]
+    points: list[dict[str, Any]] = []
     words = f"{diagnosis.evidence}: {diagnosis.advice}."
-    # Each point carries the reason for that point: a candidate's hypothesis must name its own
-    # family and change, not the batch's first one (issue 17).
-    for point in [*starts, *defaults]:
+
+    def add(point: dict[str, Any], why: str) -> bool:
         key = _key(point["family"], point["params"])
-        if len(points) < ctx.config.batch_size and key not in seen:
-            seen.add(key)
-            why = (
-                f"a measured starting point for this shape class ({point['family']};"
-                f" kernels/ops/{ctx.op.name}/starting_points.py)"
-                if any(point is s for s in starts)
-                else f"{point['family']} at its default point (not tried yet)"
+        if len(points) >= room or key in taken:
+            return False
+        taken.add(key)
+        # Each point carries the reason for that point: a candidate's hypothesis must name its
+        # own family and change, not the batch's first one (issue 17).
+        points.append({**point, "hypothesis": f"{words} {why}"})
+        return True
+
+    families = ctx.families
+    first = not state.get("screened") and not queued
+    started = 0
+    if first:
+        # Where the search starts: the measured starting points of this shape class, then
+        # every family's default (Triton before CUDA C++: cheaper to build), then the search.
+        started = sum(
+            add(
+                p,
+                f"a measured starting point for this shape class ({p['family']};"
+                f" kernels/ops/{ctx.op.name}/starting_points.py)",
             )
-            point["hypothesis"] = f"{words} {why}"
-            points.append(point)
-    chosen = _choose_family(history, families, rng)
+            for p in _starting_points(ctx, taken)
+        )
+        for name in sorted(
+            families, key=lambda n: (families[n].backend != "triton", playbook.family_tier(n))
+        ):
+            add(
+                {"family": name, "params": families[name].default(ctx.problem)},
+                f"{name} at its default point (not tried yet)",
+            )
     hypothesis = ""
-    for name in chosen:
-        if len(points) >= ctx.config.batch_size:
+    observations = _observations(state)
+    # Families tier two keeps contradicting send no finalists (tiers.distrusted): screening
+    # more of their points wastes the batch, so they come last, after every other family.
+    distrusted = tiers.distrusted(state)
+    order = sorted(_choose_family(observations, families, rng), key=lambda n: n in distrusted)
+    taken_params: dict[str, list[dict[str, Any]]] = {}
+    while len(points) < room:
+        share = max(2, math.ceil((room - len(points)) / max(1, len(order))))
+        grew = False
+        for name in order:
+            if len(points) >= room:
+                break
+            family = families[name]
+            space = family.space(ctx.problem)
+            search = SurrogateSearch(space, lambda p, f=family: f.check(ctx.problem, p), rng=rng)
+            obs = observations.get(name, [])
+            anchor = _best_point(obs) or _start_of(ctx, name) or family.default(ctx.problem)
+            prefs = playbook.preferences(diagnosis.bottleneck, list(space.choices))
+            exclude = [
+                *taken_params.setdefault(name, _taken_params(state, name)),
+                *(q["params"] for q in points if q["family"] == name),
+            ]
+            proposed = search.propose(
+                obs, k=min(share, room - len(points)), anchor=anchor, exclude=exclude, prior=prefs
+            )
+            for params in proposed:
+                predicted = math.exp(search.predict(obs, params)) if obs else None
+                guess = f"; surrogate predicts {predicted:.3g}x" if predicted else ""
+                why = f"{name}: {_describe_change(anchor, params)}{guess}"
+                if add({"family": name, "params": params}, why):
+                    grew = True
+                    hypothesis = hypothesis or why
+        if not grew:
             break
-        family = families[name]
-        space = family.space(ctx.problem)
-        search = SurrogateSearch(space, lambda p, f=family: f.check(ctx.problem, p), rng=rng)
-        obs = [Observation(r["params"], _log_speedup(r)) for r in history if r["family"] == name]
-        anchor = _best_point(history, name) or family.default(ctx.problem)
-        prefs = playbook.preferences(diagnosis.bottleneck, list(space.choices))
-        exclude = {point_key(p["params"]) for p in points if p["family"] == name}
-        proposed = search.propose(
-            obs, k=ctx.config.batch_size - len(points), anchor=anchor, exclude=exclude, prior=prefs
-        )
-        for params in proposed:
-            predicted = math.exp(search.predict(obs, params)) if obs else None
-            guess = f"; surrogate predicts {predicted:.3g}x" if predicted else ""
-            why = f"{name}: {_describe_change(anchor, params)}{guess}"
-            points.append({"family": name, "params": params, "hypothesis": f"{words} {why}"})
-            hypothesis = hypothesis or why
-    if not points:
+    if not points and not queued:
         return None
-    started = [p for p in points if any(p is s for s in starts)]
     if started:
-        names = ", ".join(dict.fromkeys(p["family"] for p in started))
         hypothesis = (
-            f"start from {len(started)} of the measured starting points for this shape class"
-            f" ({names}; kernels/ops/{ctx.op.name}/starting_points.py),"
-            " then untried families' defaults as the batch allows"
+            f"screen {len(points)} points: the {started} measured starting points for this shape"
+            f" class (kernels/ops/{ctx.op.name}/starting_points.py), every family's default,"
+            " then the search's picks from every family"
         )
-    elif step == 0 or not hypothesis:
-        hypothesis = "try each family's default and the search's first picks"
+    elif points:
+        hypothesis = f"screen {len(points)} more points; first: {hypothesis or 'the search picks'}"
+    else:
+        hypothesis = f"screen the {len(queued)} points still compiling"
     return Plan(
         hypothesis=f"{words} {hypothesis}",
-        move="params",
+        move="screen",
         points=points,
         rewrite="",
         llm_tokens=0,
         llm_cost_usd=0.0,
+        started_s=0.0,
     )
 
 
@@ -197,12 +226,12 @@ def llm_plan(state: OptimizeState, ctx: RunContext) -> Plan:
                 profile=json.dumps(state.get("latest_profile") or {}, default=str)[:1500],
                 families=fam_text,
                 baseline=ctx.config.baseline,
-                history=prompts.format_history(list(history)),
+                history=prompts.format_history(list(history)) + _screened_text(state),
             ),
         },
     ]
     before_tokens, before_cost = ctx.llm.spent.tokens, ctx.llm.spent.cost_usd
-    seen = set(_seen_points(history))
+    seen = _taken(state)
 
     def parse(text: str) -> Plan:
         return parse_plan(
@@ -245,6 +274,7 @@ def parse_plan(text: str, ctx: RunContext, seen: set[str], *, can_rewrite: bool)
             rewrite=request,
             llm_tokens=0,
             llm_cost_usd=0.0,
+            started_s=0.0,
         )
     if move != "params":
         raise ValueError("'move' must be 'params' or 'rewrite'")
@@ -275,17 +305,18 @@ def parse_plan(text: str, ctx: RunContext, seen: set[str], *, can_rewrite: bool)
         raise ValueError("no usable point: " + "; ".join(problems))
     return Plan(
         hypothesis=hypothesis,
-        move="params",
+        move="screen",  # the harness renders the points: trusted code, screened in batches
         points=points,
         rewrite="",
         llm_tokens=0,
         llm_cost_usd=0.0,
+        started_s=0.0,
     )
 
 
-def _starting_points(ctx: RunContext, seen: set[str]) -> list[dict[str, Any]]:
+def _starting_points(ctx: RunContext, taken: set[str]) -> list[dict[str, Any]]:
     """The op's starting points for this problem, best first: completed from the family's
-    default, valid, unseen, and only of the families this evaluator can run."""
+    default, valid, untried, and only of the families this evaluator can run."""
     points: list[dict[str, Any]] = []
     families = ctx.families
     for name, partial in ctx.op.starting_points(ctx.problem):
@@ -297,42 +328,88 @@ def _starting_points(ctx: RunContext, seen: set[str]) -> list[dict[str, Any]]:
             why = family.check(ctx.problem, params)
         except Exception as exc:  # a point written for another version of the family
             why = f"{type(exc).__name__}: {exc}"
-        if why is None and _key(name, params) not in seen:
+        if why is None and _key(name, params) not in taken:
             points.append({"family": name, "params": params})
     return points
 
 
+def _start_of(ctx: RunContext, family: str) -> dict[str, Any] | None:
+    """The family's first starting point for this shape class: the search's anchor before any
+    of its points was screened."""
+    for name, partial in ctx.op.starting_points(ctx.problem):
+        if name == family and name in ctx.families:
+            return {**ctx.families[name].default(ctx.problem), **partial}
+    return None
+
+
+def _observations(state: OptimizeState) -> dict[str, list[Observation]]:
+    """Per family: every screened point (log screened speedup; None when it failed) and every
+    full verification that failed (a render the screen passed but the full protocol did not)."""
+    out: dict[str, list[Observation]] = {}
+    for s in state.get("screened", {}).values():
+        if s["verdict"] == Verdict.TIMEOUT.value:
+            continue  # not an answer about the point
+        value = (
+            math.log(s["speedup"])
+            if s["verdict"] == Verdict.PASSED.value and s["speedup"]
+            else None
+        )
+        out.setdefault(s["family"], []).append(Observation(s["params"], value))
+    for r in state.get("history", []):
+        if r["family"] and r["verdict"] not in ("kept", "reverted", "error"):
+            out.setdefault(r["family"], []).append(Observation(r["params"], None))
+    return out
+
+
+def _screened_text(state: OptimizeState, limit: int = 10) -> str:
+    """The screen's fastest points so far, for the LLM's prompt (tier one: a ranking only)."""
+    passed = [s for s in state.get("screened", {}).values() if s["speedup"]]
+    passed.sort(key=lambda s: s["speedup"] or 0.0, reverse=True)
+    lines = [
+        f"screened {s['family']} {json.dumps(s['params'], default=str)} -> "
+        f"{s['speedup']:.3f}x GPU time vs the baseline (not verified)"
+        for s in passed[:limit]
+    ]
+    return ("\n" + "\n".join(lines)) if lines else ""
+
+
+def _taken_params(state: OptimizeState, family: str) -> list[dict[str, Any]]:
+    """The family's points already screened, queued or judged (the search skips them)."""
+    out = [s["params"] for s in state.get("screened", {}).values() if s["family"] == family]
+    out += [q["params"] for q in state.get("queued", []) if q["family"] == family]
+    out += [r["params"] for r in state.get("history", []) if r["family"] == family]
+    return out
+
+
+def _taken(state: OptimizeState) -> set[str]:
+    taken = set(state.get("screened", {}))
+    taken |= {_key(q["family"], q["params"]) for q in state.get("queued", [])}
+    taken |= {_key(r["family"], r["params"]) for r in state.get("history", []) if r["family"]}
+    return taken
+
+
 def _choose_family(
-    history: list[Record], families: dict[str, Any], rng: random.Random
+    observations: dict[str, list[Observation]], families: dict[str, Any], rng: random.Random
 ) -> list[str]:
-    """Families by upper confidence bound on their best log-speedup; best first."""
+    """Families by upper confidence bound on their best screened log-speedup; best first."""
     scores = []
-    total = max(1, sum(1 for r in history if r["family"]))
+    total = max(1, sum(len(o) for o in observations.values()))
     for name in families:
-        runs = [r for r in history if r["family"] == name]
-        results = [s for r in runs if (s := _log_speedup(r)) is not None]
+        obs = observations.get(name, [])
+        results = [o.log_speedup for o in obs if o.log_speedup is not None]
         best = max(results) if results else -1.0
-        bonus = FAMILY_EXPLORE * math.sqrt(math.log(total + 1) / (len(runs) + 1))
+        bonus = FAMILY_EXPLORE * math.sqrt(math.log(total + 1) / (len(obs) + 1))
         scores.append((best + bonus, rng.random(), name))
     return [name for *_, name in sorted(scores, reverse=True)]
 
 
-def _log_speedup(record: Record) -> float | None:
-    if record["verdict"] in KEPT_LIKE and record["speedup"] and record["speedup"] > 0:
-        return math.log(record["speedup"])
-    return None
-
-
-def _best_point(history: list[Record], family: str) -> dict[str, Any] | None:
-    runs = [(s, r) for r in history if r["family"] == family and (s := _log_speedup(r)) is not None]
-    return dict(max(runs, key=lambda x: x[0])[1]["params"]) if runs else None
-
-
-def _seen_points(history: list[Record]) -> list[str]:
-    return [_key(r["family"], r["params"]) for r in history if r["family"]]
+def _best_point(observations: list[Observation]) -> dict[str, Any] | None:
+    scored = [o for o in observations if o.log_speedup is not None]
+    return dict(max(scored, key=lambda o: o.log_speedup or 0.0).params) if scored else None
 
 
 def _key(family: str | None, params: dict[str, Any]) -> str:
+    """The same text as harness.screen.ScreenPoint.key: one key per (family, point)."""
     return f"{family}:{point_key(params)}"
 
 
@@ -353,8 +430,8 @@ def _spent(ctx: RunContext) -> dict[str, Any]:
 
 def _stop(
     state: OptimizeState, ctx: RunContext, reason: StopReason
-) -> Command[Literal["coder", "verify"]]:
+) -> Command[Literal["screen", "coder", "finish"]]:
     return Command(
-        goto="verify",
+        goto="finish",
         update={"stop_reason": reason.value, "elapsed_s": ctx.elapsed(), **_spent(ctx)},
     )

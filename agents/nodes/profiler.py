@@ -1,5 +1,6 @@
-"""profiler: profile the baseline once and each kept candidate, so the planner sees what a
-change did to the metrics (the delta against the parent's profile goes into the history)."""
+"""profiler: profile each new best, so the planner sees what a change did to the metrics (the
+delta against the parent's profile goes into the history). Only within the time beyond the
+reserve (agents/stopping.py); a profile is advice, never a reason to overrun."""
 
 from __future__ import annotations
 
@@ -9,26 +10,30 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from agents import stopping
 from agents.context import RunContext
 from agents.state import OptimizeState
-from agents.stopping import stop_reason, time_left
+from agents.tiers import counted
 from harness.results import Bottleneck, Profile
 
 DIGEST_METRICS = 12  # the planner's prompt gets this many metrics at most (R6.4: compact)
+PROFILE_S = 30.0  # one ncu profile of a kernel, start-up included (a guess; it is advice)
 
 
 def profiler(
     state: OptimizeState, runtime: Runtime[RunContext]
-) -> Command[Literal["planner", "verify"]]:
+) -> Command[Literal["planner", "finish"]]:
     ctx = runtime.context
     best = state.get("best")
     index = state.get("to_profile")
     update: dict[str, Any] = {"to_profile": None}
-    if best is not None and index == best["index"]:
+    fits = stopping.stop_reason(state, ctx, step_s=PROFILE_S) is None
+    if best is not None and index == best["index"] and fits:
         candidate = ctx.candidate(best["source"], best["family"], "best")
         started = time.monotonic()
+        timeout = stopping.step_timeout(state, ctx)
         try:
-            profile = ctx.evaluator.profile(candidate, ctx.problem, timeout_s=time_left(state, ctx))
+            profile = ctx.evaluator.profile(candidate, ctx.problem, timeout_s=timeout)
         except Exception as exc:  # profiling is advice: a failure must not stop the search
             profile = Profile(
                 candidate.id, ctx.problem.key, {}, Bottleneck.UNKNOWN, error=str(exc)[:400]
@@ -48,13 +53,14 @@ def profiler(
             latest_profile=digest,
             history=history,
             gpu_s=state.get("gpu_s", 0.0) + wall,
+            stats=counted(state.get("stats") or {}, "", profile_s=wall),
             elapsed_s=ctx.elapsed(),
         )
     after: OptimizeState = {**state, **update}  # type: ignore[typeddict-item]
-    reason = stop_reason(after, ctx, needs_gpu=True)
+    reason = stopping.stop_reason(after, ctx, step_s=stopping.typical_screen_s(after))
     if reason is not None:
         update["stop_reason"] = reason.value
-        return Command(goto="verify", update=update)
+        return Command(goto="finish", update=update)
     return Command(goto="planner", update=update)
 
 

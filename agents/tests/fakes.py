@@ -10,8 +10,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from agents.reporting import IterationEvent
+from agents.reporting import IterationEvent, SearchStats
 from harness.results import (
+    Backend,
     Bottleneck,
     Candidate,
     CompileResult,
@@ -22,6 +23,7 @@ from harness.results import (
     TimingStats,
     Verdict,
 )
+from harness.screen import ScreenEntry, ScreenPoint, ScreenResult, render
 from kernels.problem import Problem
 
 _CONST = re.compile(r"^([A-Z_][A-Z0-9_]*)\s*=\s*(.+)$", re.M)
@@ -41,32 +43,92 @@ def constants(source: str) -> dict[str, Any]:
 
 
 class FakeEvaluator:
-    """Scores a candidate with `score(source) -> speedup | Verdict`; no GPU, no subprocess."""
+    """Scores a candidate with `score(source) -> speedup | Verdict`; no GPU, no subprocess.
+
+    The screen ranks with `screen_score` (default: `score`), so a test can make the screen
+    disagree with the full protocol. Harness time is simulated: `screen_s` per screened point,
+    `verify_s` per evaluation (both counted, never slept), which the GPU-seconds cap sees."""
 
     def __init__(
         self,
         score: Callable[[str], float | Verdict],
         *,
+        screen_score: Callable[[str], float | Verdict] | None = None,
         noise: float = 0.01,
         crash_at_call: int | None = None,
         bottleneck: Bottleneck = Bottleneck.COMPUTE,
+        screen_s: float = 0.001,
+        verify_s: float = 0.01,
     ) -> None:
         self.score = score
+        self.screen_score = screen_score or score
         self.noise = noise
         self.crash_at_call = crash_at_call
         self.bottleneck = bottleneck
-        self.calls: list[str] = []
+        self.screen_s = screen_s
+        self.verify_s = verify_s
+        self.calls: list[str] = []  # every evaluate() (quick checks and full verifications)
         self.profiled: list[str] = []
         self.prefetched: list[str] = []
-        self.verified: list[str] = []  # full-protocol re-evaluations (the verify node)
+        self.verified: list[str] = []  # full-protocol evaluations (tier two)
+        self.points: list[ScreenPoint] = []  # every point handed to the screen
+        self.screened: list[str] = []  # candidate ids the screen ranked
+        self.screened_verdicts: list[Verdict] = []  # their screen verdicts
+        self.timeouts: list[float] = []  # timeout_s of every evaluate()
+
+    def screen(
+        self,
+        points: Sequence[ScreenPoint],
+        problem: Problem,
+        *,
+        timeout_s: float,
+        run_left_s: float,
+        min_ready: int,
+    ) -> ScreenResult:
+        entries = []
+        self.points.extend(points)
+        for point in points:
+            try:
+                family, source = render(problem, point)
+            except ValueError as exc:
+                entries.append(
+                    ScreenEntry(
+                        point.family, dict(point.params), "", Verdict.COMPILE_ERROR, str(exc)
+                    )
+                )
+                continue
+            cid = Candidate(source, Backend.of_family(family.backend)).id
+            if cid in self.screened:
+                continue
+            self.screened.append(cid)
+            result = self.screen_score(source)
+            entry = ScreenEntry(point.family, dict(point.params), cid, Verdict.PASSED)
+            if isinstance(result, Verdict):
+                entry.verdict = result
+            self.screened_verdicts.append(entry.verdict)
+            if not isinstance(result, Verdict):
+                entry.speedup, entry.noise, entry.rounds = result, self.noise, 1
+                entry.median_us, entry.baseline_us = 100.0 / result, 100.0
+            entries.append(entry)
+        return ScreenResult(
+            problem.key,
+            "torch",
+            Regime.INTERPRETER,
+            entries,
+            gpu_s=self.screen_s * len(entries),
+            wall_s=self.screen_s * len(entries),
+        )
+
+    def verify_estimate_s(self, *, full: bool) -> float:
+        return self.verify_s
 
     def evaluate(
         self, candidate: Candidate, problem: Problem, *, timeout_s: float, full: bool = False
     ) -> Evaluation:
+        self.calls.append(candidate.id)
+        self.timeouts.append(timeout_s)
         if full:
             self.verified.append(candidate.id)
-        else:
-            self.calls.append(candidate.id)
         if self.crash_at_call is not None and len(self.calls) == self.crash_at_call:
             os._exit(3)  # a worker dying mid-evaluation: no cleanup, no finally blocks
         result = self.score(candidate.source)
@@ -77,22 +139,21 @@ class FakeEvaluator:
                 result,
                 CompileResult(result is not Verdict.COMPILE_ERROR),
                 error=f"scripted {result.value}",
-                duration_s=0.01,
+                duration_s=self.verify_s,
             )
         base_us = 100.0
         stats = TimingStats(
             base_us / result, 1.0, base_us / result, base_us / result, 7, self.noise
         )
-        timings = Timings(
-            Regime.INTERPRETER, "fake", stats, speedups={"torch": result}, noise=self.noise
-        )
+        speedups = {"torch": result, "compile": result * 1.1} if full else {"torch": result}
+        timings = Timings(Regime.INTERPRETER, "fake", stats, speedups=speedups, noise=self.noise)
         return Evaluation(
             candidate.id,
             problem.key,
             Verdict.PASSED,
             CompileResult(True),
             timings=timings,
-            duration_s=0.01,
+            duration_s=self.verify_s,
         )
 
     def profile(self, candidate: Candidate, problem: Problem, *, timeout_s: float) -> Profile:
@@ -115,6 +176,7 @@ class ListReporter:
 
     def __init__(self, path: Path | None = None, *, cancel_after: int | None = None) -> None:
         self.events: list[IterationEvent] = []
+        self.searches: list[SearchStats] = []
         self.profiles: list[int] = []
         self.started_calls = 0
         self.finished_with: tuple[IterationEvent | None, str] | None = None
@@ -130,6 +192,9 @@ class ListReporter:
         if self.path is not None:
             with self.path.open("a") as f:
                 f.write(json.dumps(event.to_dict(), default=str) + "\n")
+
+    def search(self, stats: SearchStats) -> None:
+        self.searches.append(stats)
 
     def profile(self, *, index: int, profile: dict[str, Any]) -> None:
         self.profiles.append(index)
@@ -157,3 +222,15 @@ def block_m_score(source: str) -> float | Verdict:
     if block_m == 16:
         return Verdict.COMPILE_ERROR
     return 1.0 + 0.25 * (block_m.bit_length() - 6)
+
+
+def rising(step: float = 0.05) -> Callable[[str], float]:
+    """A screen score that rises with every call: each round's fastest beats the best so far,
+    so every round sends finalists to tier two (for tests that need many verifications)."""
+    calls = [0]
+
+    def score(source: str) -> float:
+        calls[0] += 1
+        return 1.0 + step * calls[0]
+
+    return score

@@ -36,6 +36,11 @@ def test_it_parses_a_budget_and_providers_into_one_config():
             "--precompile-workers",
             "3",
             "--no-sanitize",
+            "--screen-batch",
+            "64",
+            "--finalists",
+            "3",
+            "--quick-verify",
         ]
     )
     config = config_from_args(args, {"MY_KEY": "secret"})
@@ -44,11 +49,13 @@ def test_it_parses_a_budget_and_providers_into_one_config():
     assert config.llm.model == "openai/gpt-x" and config.llm.api_key == "secret"
     assert config.plateau is None
     assert config.precompile is True and config.precompile_workers == 3
-    assert config.sanitize_final is False
+    assert config.sanitize_final is False and config.full_protocol is False
+    assert config.screen_batch == 64 and config.finalists == 3
     default = config_from_args(
         build_parser().parse_args(["optimize", "--op", "x", "--shape", "1"]), {}
     )
     assert default.precompile is None and default.sanitize_final is True  # auto: with a GPU
+    assert default.full_protocol is True  # tier two is the full protocol unless asked
 
 
 def test_it_rejects_a_bad_problem_with_a_message(capsys):
@@ -98,6 +105,8 @@ def test_it_runs_a_whole_optimization_and_resumes_by_thread_id(tmp_path):
         "3m",
         "--max-attempts",
         "1",
+        "--screen-batch",
+        "4",
         "--no-profile",
         "--checkpoint",
         f"sqlite:///{db}",
@@ -109,13 +118,19 @@ def test_it_runs_a_whole_optimization_and_resumes_by_thread_id(tmp_path):
     first = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr[-3000:]
     lines = [json.loads(line) for line in first.stdout.splitlines()]
-    assert [line["event"] for line in lines] == ["started", "iteration", "finished", "summary"]
-    assert lines[1]["verdict"] == "baseline" and lines[1]["index"] == 0
+    events = [line["event"] for line in lines]
+    assert events == ["started", "search", "iteration", "search", "finished", "summary"]
+    iteration = lines[2]
+    assert iteration["verdict"] == "kept" and iteration["index"] == 0
+    assert iteration["tier"] == "verify" and iteration["screen_speedup"] is not None
     summary = lines[-1]
     assert summary["stop_reason"] == "max_attempts" and summary["candidates_per_gpu_hour"] > 0
-    assert summary["candidates_per_wall_hour"] > 0
+    assert summary["candidates_per_wall_hour"] > 0 and summary["screened"] >= 1
+    assert summary["verified"] is True and summary["fully_verified"] == 1
+    assert summary["outcome"] in ("verified", "baseline") and summary["outcome_reason"]
     assert set(summary["compile"]) >= {"workers", "compile_s_saved", "used"}
-    assert (tmp_path / "out" / "best.py").read_text() == lines[1]["source"]
+    assert (tmp_path / "out" / "best.py").read_text() == iteration["source"]
+    assert "screened" in first.stderr and "fully verified 1" in first.stderr  # the summary
 
     again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     events = [json.loads(line)["event"] for line in again.stdout.splitlines()]

@@ -1,70 +1,150 @@
-"""The whole graph with a fake evaluator (fast): history, keep/revert, caps, determinism."""
+"""The whole graph with a fake evaluator (fast): the two tiers, the hand-off between them, the
+budget rule, keep/revert, caps, determinism. Harness time is simulated by the fake (screen_s,
+verify_s) and capped with Budget.gpu_s, so budgets are exact here without sleeping."""
+
+import hashlib
 
 import pytest
 
 from agents import Budget, OptimizeConfig, optimize
 from agents.reporting import AttemptVerdict
 from agents.tests.fakes import FakeEvaluator, ListReporter, block_m_score, constants
-from harness.results import CompileResult, Verdict
-from kernels import parse_problem
+from harness.results import Verdict
+from kernels import get_op, parse_problem
 
 PROBLEM = parse_problem("matmul", "256x256x256", "fp16", "NN")
 
 
 def config(evaluator, **kw):
-    kw.setdefault("budget", Budget(wall_s=120, max_attempts=16))
+    # ~6 screen rounds of 16 points at the fake's 1 ms each, and a few verifications.
+    kw.setdefault("budget", Budget(wall_s=120, gpu_s=0.12))
     kw.setdefault("plateau", None)
-    return OptimizeConfig(final_verify=False, evaluator=evaluator, **kw)
+    kw.setdefault("screen_batch", 16)
+    kw.setdefault("profile", False)
+    return OptimizeConfig(evaluator=evaluator, **kw)
 
 
-def test_it_records_every_attempt_and_keeps_only_verified_wins():
+def test_it_screens_many_and_fully_verifies_only_finalists():
     evaluator, reporter = FakeEvaluator(block_m_score), ListReporter()
     result = optimize(PROBLEM, config(evaluator), reporter)
 
-    events = reporter.events
-    assert [e.index for e in events] == list(range(16)) == [r["index"] for r in result.history]
-    assert events[0].verdict is AttemptVerdict.BASELINE and events[0].parent is None
-    best = events[0].speedup
-    for event in events[1:]:
-        params = constants(event.source)
-        if "SPLIT_K" in params:
-            assert event.verdict is AttemptVerdict.INCORRECT
-        elif params["BLOCK_M"] == 16:
-            assert event.verdict is AttemptVerdict.COMPILE_FAILED
-        elif event.speedup > best * 1.01:
-            assert event.verdict is AttemptVerdict.KEPT, event.reason
+    assert len(evaluator.screened) >= 16 > len(evaluator.verified) > 0
+    # Every judged attempt is a screen finalist, verified with the full protocol.
+    assert set(evaluator.verified) <= set(evaluator.screened)
+    assert [e.tier for e in reporter.events] == ["verify"] * len(reporter.events)
+    assert all(e.screen_speedup is not None for e in reporter.events)
+    assert set(evaluator.calls) == set(evaluator.verified), "no quick evaluation of renders"
+    # Keep/revert on the full protocol's numbers; the best is its namesake.
+    best = None
+    for event in reporter.events:
+        if event.verdict is AttemptVerdict.KEPT:
+            assert best is None or event.speedup > best * 1.01, event.reason
             best = event.speedup
-        else:
-            assert event.verdict is AttemptVerdict.REVERTED, event.reason
-        assert event.best_speedup == best
-        assert event.reason
+        assert event.best_speedup == best and event.reason
     assert result.best is not None and result.best.speedup == best
-    assert constants(result.best.source)["BLOCK_M"] == 256  # the search found the fast region
-    kept = [e.index for e in events if e.verdict in (AttemptVerdict.KEPT, AttemptVerdict.BASELINE)]
-    assert set(reporter.profiles) <= set(kept) and 0 in reporter.profiles
-    assert result.stop_reason == "max_attempts"
-    assert reporter.finished_with == (result.best, "max_attempts")
-    assert reporter.started_calls == 1
+    assert constants(result.best.source)["BLOCK_M"] == 256  # the screen found the fast region
+    assert result.best.evaluation["timings"]["speedups"].keys() == {"torch", "compile"}
+    assert result.verified is True
+    assert result.final_speedups == pytest.approx({"torch": 1.75, "compile": 1.925})
+    assert (
+        result.outcome == "verified"
+        and "1.750x the fastest baseline (torch)" in result.outcome_reason
+    )
+    assert reporter.finished_with == (result.best, result.stop_reason)
+    # The counts the CLI, the JSON and the job page show.
+    stats = reporter.searches[-1]
+    assert stats.to_dict() == result.search.to_dict()
+    compile_errors = sum(1 for s in evaluator.screened_verdicts if s is Verdict.COMPILE_ERROR)
+    assert stats.screen.candidates == len(evaluator.screened) - compile_errors > 0
+    assert stats.verify.candidates == len(evaluator.verified)
+    assert stats.outcome == "verified" and stats.screen.per_gpu_hour > stats.verify.per_gpu_hour
 
 
-def test_it_never_evaluates_the_same_source_twice():
+def test_a_screened_only_candidate_is_never_kept_ranked_or_exported(tmp_path):
+    # The screen loves split-K (10x), the full protocol finds it wrong: it must go nowhere.
+    def screen(source):
+        return 10.0 if "SPLIT_K" in constants(source) else block_m_score(source)
+
+    evaluator, reporter = FakeEvaluator(block_m_score, screen_score=screen), ListReporter()
+    # Three families split K (splitk, splitk_tma, weight_stream's SPLIT_K): each is verified
+    # and found wrong before the search distrusts it, so this run needs more GPU time.
+    budget = Budget(wall_s=120, gpu_s=0.25)
+    result = optimize(PROBLEM, config(evaluator, finalists=1, budget=budget), reporter)
+
+    split_k = [e for e in reporter.events if "SPLIT_K" in constants(e.source)]
+    assert split_k and all(e.verdict is AttemptVerdict.INCORRECT for e in split_k)
+    kept = [e for e in reporter.events if e.verdict is AttemptVerdict.KEPT]
+    assert kept and all("SPLIT_K" not in constants(e.source) for e in kept)
+    assert result.best is not None and "SPLIT_K" not in constants(result.best.source)
+    assert result.best.candidate_id in evaluator.verified
+    # Ranked or exported = a kept event (the dashboard) or result.best (CLI --out-dir, the
+    # worker): only fully verified candidates are events at all; screened-only ones are not.
+    assert {e.candidate_id for e in reporter.events} <= set(evaluator.verified)
+    assert len(evaluator.screened) > len(reporter.events)
+
+
+def spread_score(source: str) -> float:
+    """A speedup between 0.9x and 1.9x per render, fixed by its text: many levels to climb."""
+    return 0.9 + int(hashlib.sha256(source.encode()).hexdigest()[:6], 16) / 0xFFFFFF
+
+
+def test_the_budget_rule_keeps_back_the_last_verification_and_uses_it():
+    # A verification costs 10 s of GPU, a screened point 0.2 s; the whole run may use 30 s:
+    # one verification fits in the search, then only screening, then the kept-back one.
+    evaluator = FakeEvaluator(spread_score, screen_s=0.2, verify_s=10.0)
+    reporter = ListReporter()
+    result = optimize(
+        PROBLEM,
+        config(evaluator, budget=Budget(wall_s=None, gpu_s=30.0), finalists=1, screen_batch=8),
+        reporter,
+    )
+    assert result.stop_reason == "gpu_time"
+    assert result.gpu_s <= 30.0, "the cap includes the last verification"
+    assert len(evaluator.screened) > 8, "the search went on screening after its verification"
+    # The search stopped with the reserve untouched, then the finish node verified the best
+    # screened candidate that had not been verified yet, and the run ended with its result.
+    last = reporter.events[-1]
+    assert "the search stopped (gpu_time)" in last.hypothesis and last.tier == "verify"
+    assert all(t <= 40.0 for t in evaluator.timeouts)
+    assert result.outcome in ("verified", "baseline") and result.outcome_reason
+    assert reporter.searches[-1].outcome == result.outcome
+
+
+def test_a_budget_too_short_for_a_verification_ends_with_the_baseline_and_why():
+    evaluator, reporter = FakeEvaluator(block_m_score, verify_s=60.0), ListReporter()
+    result = optimize(PROBLEM, config(evaluator, budget=Budget(wall_s=None, gpu_s=30.0)), reporter)
+    assert result.best is None and evaluator.verified == [] and reporter.events == []
+    assert result.outcome == "baseline"
+    assert "no full verification fit in the budget" in result.outcome_reason
+    assert "PyTorch is kept" in result.outcome_reason
+    assert reporter.finished_with == (None, result.stop_reason)
+
+
+def test_a_verified_best_slower_than_the_baseline_is_not_shipped():
+    result = optimize(PROBLEM, config(FakeEvaluator(lambda source: 0.9)), ListReporter())
+    assert result.best is not None and result.verified is True
+    assert result.outcome == "baseline"
+    assert "nothing beat the fastest baseline" in result.outcome_reason
+
+
+def test_it_never_judges_the_same_source_twice():
     evaluator = FakeEvaluator(block_m_score)
-    optimize(PROBLEM, config(evaluator, budget=Budget(wall_s=120, max_attempts=30)), ListReporter())
+    optimize(PROBLEM, config(evaluator, finalists=4), ListReporter())
     assert len(evaluator.calls) == len(set(evaluator.calls))
+    assert len(evaluator.screened) == len(set(evaluator.screened))
 
 
-def test_it_compiles_the_rest_of_a_batch_ahead():
-    evaluator = FakeEvaluator(block_m_score)
-    optimize(PROBLEM, config(evaluator, batch_size=4), ListReporter())
-    assert evaluator.prefetched, "later candidates of a batch were handed over for compiling"
-    assert set(evaluator.prefetched) <= set(evaluator.calls) | set(evaluator.prefetched)
+def test_it_compiles_the_other_finalists_ahead():
+    evaluator = FakeEvaluator(lambda source: 1.0 + 0.01 * len(source) % 7)
+    optimize(PROBLEM, config(evaluator, finalists=3), ListReporter())
+    assert evaluator.prefetched, "later finalists were handed over for compiling"
 
 
-def test_it_stops_after_a_plateau_of_reverts():
+def test_it_stops_after_a_plateau_of_rounds_without_a_new_best():
     evaluator, reporter = FakeEvaluator(lambda source: 1.0), ListReporter()
-    result = optimize(PROBLEM, config(evaluator, plateau=5), reporter)
+    result = optimize(PROBLEM, config(evaluator, plateau=3, budget=Budget(wall_s=120)), reporter)
     assert result.stop_reason == "plateau"
-    assert [e.verdict for e in reporter.events[1:]] == [AttemptVerdict.REVERTED] * 5
+    assert reporter.events[0].verdict is AttemptVerdict.KEPT
 
 
 def test_it_stops_once_the_target_speedup_is_reached():
@@ -75,41 +155,17 @@ def test_it_stops_once_the_target_speedup_is_reached():
 
 
 def test_it_stops_when_the_reporter_asks_to_cancel():
-    reporter = ListReporter(cancel_after=3)
+    reporter = ListReporter(cancel_after=1)
     result = optimize(PROBLEM, config(FakeEvaluator(block_m_score)), reporter)
-    assert result.stop_reason == "cancelled" and len(reporter.events) == 3
-
-
-def test_it_does_not_start_an_evaluation_past_the_gpu_budget():
-    evaluator = FakeEvaluator(block_m_score)  # each evaluation reports 0.01 s of harness time
-    result = optimize(
-        PROBLEM, config(evaluator, budget=Budget(wall_s=None, gpu_s=0.055)), ListReporter()
-    )
-    assert result.stop_reason == "gpu_time"
-    assert result.gpu_s <= 0.055 + 0.01
-    assert len(evaluator.calls) == 5
-
-
-def test_it_carries_on_after_a_failing_baseline():
-    def score(source):
-        return Verdict.CRASH if constants(source).get("BLOCK_M") == 64 else 0.9
-
-    reporter = ListReporter()
-    result = optimize(
-        PROBLEM, config(FakeEvaluator(score), budget=Budget(wall_s=60, max_attempts=6)), reporter
-    )
-    assert reporter.events[0].verdict is AttemptVerdict.CRASH
-    first_ok = next(e for e in reporter.events if e.speedup is not None)
-    assert first_ok.verdict is AttemptVerdict.KEPT and "first correct" in first_ok.reason
-    assert result.best is not None
+    assert result.stop_reason == "cancelled" and len(reporter.events) == 1
 
 
 def test_it_is_deterministic_for_a_seed():
     runs = []
     for _ in range(2):
-        reporter = ListReporter()
-        optimize(PROBLEM, config(FakeEvaluator(block_m_score), seed=5), reporter)
-        runs.append([(e.family, e.params) for e in reporter.events])
+        evaluator = FakeEvaluator(block_m_score)
+        optimize(PROBLEM, config(evaluator, seed=5), ListReporter())
+        runs.append(evaluator.screened)
     assert runs[0] == runs[1]
 
 
@@ -118,59 +174,23 @@ def test_it_refuses_a_config_without_any_cap():
         OptimizeConfig(budget=Budget(wall_s=None))
 
 
-def test_it_verifies_the_best_with_the_full_protocol_inside_the_budget():
-    evaluator, reporter = FakeEvaluator(block_m_score), ListReporter()
-    config = OptimizeConfig(
-        evaluator=evaluator, budget=Budget(wall_s=None, gpu_s=0.1), plateau=None
-    )
-    result = optimize(PROBLEM, config, reporter)
-    assert result.stop_reason == "gpu_time"
-    assert len(evaluator.calls) * 0.01 <= 0.1 * (1 - config.verify_reserve) + 1e-9  # the reserve
-    assert evaluator.verified == [result.best.candidate_id]
-    assert result.verified is True and result.final_speedups == {"torch": result.best.speedup}
-    assert reporter.finished_with[0].evaluation["verdict"] == "passed"
-
-
-def test_it_reports_a_best_that_fails_the_final_verification():
-    class FlakyAtFullProtocol(FakeEvaluator):
-        def evaluate(self, candidate, problem, *, timeout_s, full=False):
-            if full:
-                self.verified.append(candidate.id)
-                return (
-                    super()
-                    .evaluate(candidate, problem, timeout_s=timeout_s)
-                    .__class__(
-                        candidate.id,
-                        problem.key,
-                        Verdict.INCORRECT,
-                        CompileResult(True),
-                        error="odd shape 127 wrong",
-                    )
-                )
-            return super().evaluate(candidate, problem, timeout_s=timeout_s)
-
-    config = OptimizeConfig(
-        evaluator=FlakyAtFullProtocol(block_m_score), budget=Budget(wall_s=60, max_attempts=4)
-    )
-    result = optimize(PROBLEM, config, ListReporter())
-    assert result.verified is False
-    assert any("odd shape 127 wrong" in note for note in result.notes)
-
-
 def test_it_stops_when_the_harness_itself_keeps_failing():
     reporter = ListReporter()
-    result = optimize(PROBLEM, config(FakeEvaluator(lambda source: Verdict.INFRA_ERROR)), reporter)
+    evaluator = FakeEvaluator(lambda source: Verdict.INFRA_ERROR, screen_score=lambda s: 1.0)
+    result = optimize(PROBLEM, config(evaluator, finalists=3), reporter)
     assert result.stop_reason == "harness_errors"
-    assert [e.verdict for e in reporter.events] == [AttemptVerdict.ERROR] * 3
+    assert [e.verdict for e in reporter.events] == [AttemptVerdict.INFRA_ERROR] * 3
+    assert result.outcome == "baseline" and "3 infra" not in result.outcome_reason
 
 
-def test_it_profiles_at_most_the_configured_number_of_candidates():
+def test_it_profiles_each_new_best_up_to_the_limit():
     evaluator, reporter = FakeEvaluator(block_m_score), ListReporter()
-    optimize(PROBLEM, config(evaluator, max_profiles=2), reporter)
-    kept = [e for e in reporter.events if e.verdict is AttemptVerdict.KEPT]
-    # The best at the end of a batch is profiled: the baseline, then one kept candidate.
-    assert len(kept) >= 2 and len(reporter.profiles) == 2
-    assert reporter.profiles[0] == 0 and reporter.profiles[1] in {e.index for e in kept}
+    budget = Budget(wall_s=120)  # a profile's estimate is in wall seconds
+    optimize(
+        PROBLEM, config(evaluator, profile=True, max_profiles=1, plateau=3, budget=budget), reporter
+    )
+    kept = [e.index for e in reporter.events if e.verdict is AttemptVerdict.KEPT]
+    assert reporter.profiles == kept[:1]
 
 
 def test_it_searches_only_the_families_the_evaluator_can_run():
@@ -178,14 +198,16 @@ def test_it_searches_only_the_families_the_evaluator_can_run():
         def supports(self, backend: str) -> bool:  # a CPU worker: no nvcc, no GPU
             return backend == "triton"
 
-    evaluator, reporter = TritonOnly(block_m_score), ListReporter()
-    optimize(PROBLEM, config(evaluator), reporter)
-    tried = {e.family for e in reporter.events}
-    assert "matmul_cuda_wmma" not in tried and len(tried) >= 2
+    evaluator = TritonOnly(block_m_score)
+    optimize(PROBLEM, config(evaluator), ListReporter())
+    families = {p.family for p in evaluator.points}
+    assert len(families) >= 2 and "matmul_cuda_wmma" not in families
+    backends = {f.name: f.backend for f in get_op("matmul").families()}
+    assert {backends[name] for name in families} == {"triton"}
 
-    evaluator, reporter = FakeEvaluator(block_m_score), ListReporter()
-    optimize(PROBLEM, config(evaluator), reporter)
-    assert "matmul_cuda_wmma" in {e.family for e in reporter.events}, "a GPU evaluator gets it"
+    evaluator = FakeEvaluator(block_m_score)
+    optimize(PROBLEM, config(evaluator), ListReporter())
+    assert "matmul_cuda_wmma" in {p.family for p in evaluator.points}, "a GPU evaluator gets it"
 
 
 def test_the_workers_real_evaluator_offers_no_cuda_family_without_a_gpu(monkeypatch):
@@ -193,7 +215,6 @@ def test_the_workers_real_evaluator_offers_no_cuda_family_without_a_gpu(monkeypa
     worker planned CUDA C++ candidates that all failed with "need a GPU" (issue 17)."""
     from agents.context import RunContext
     from agents.evaluator import HarnessEvaluator
-    from kernels import get_op
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     evaluator = HarnessEvaluator(config(None))
@@ -217,11 +238,11 @@ def test_each_candidates_hypothesis_names_its_own_family_and_changes():
     import re
 
     reporter = ListReporter()
-    optimize(PROBLEM, config(FakeEvaluator(block_m_score), batch_size=4), reporter)
+    optimize(PROBLEM, config(FakeEvaluator(block_m_score), screen_batch=4), reporter)
     changes_seen = 0
-    for event in reporter.events[1:]:
+    for event in reporter.events:
         assert event.family and event.family in event.hypothesis, (event.family, event.hypothesis)
         for knob, new in re.findall(r"\b([A-Z_]+) \S+->([^,;\s]+)", event.hypothesis):
             assert str(event.params[knob]) == new, (event.params, event.hypothesis)
             changes_seen += 1
-    assert changes_seen >= 3, "the run reached the search's proposals"
+    assert changes_seen >= 2, "the run reached the search's proposals"

@@ -36,13 +36,13 @@ def llm_config(server, evaluator, **kw):
         backoff_s=0.01,
         reply_retries=2,
     )
-    kw.setdefault("budget", Budget(wall_s=120, max_attempts=4))
+    kw.setdefault("budget", Budget(wall_s=120, max_attempts=3))
+    kw.setdefault("plateau", 2)
     return OptimizeConfig(
-        final_verify=False,
         planner=Provider.LLM,
         coder=Provider.LLM,
         llm=settings,
-        plateau=None,
+        screen_batch=8,
         evaluator=evaluator,
         **kw,
     )
@@ -61,23 +61,25 @@ def test_it_plans_rewrites_retries_bad_code_and_records_the_cheat():
         Reply(script.CHEAT),
     ]
     with FakeLLMServer(replies) as server:
-        reporter = ListReporter()
-        result = optimize(PROBLEM, llm_config(server, FakeEvaluator(score)), reporter)
+        reporter, evaluator = ListReporter(), FakeEvaluator(score)
+        result = optimize(PROBLEM, llm_config(server, evaluator), reporter)
 
     verdicts = [e.verdict for e in reporter.events]
-    assert verdicts == [
-        AttemptVerdict.BASELINE,
-        AttemptVerdict.KEPT,
-        AttemptVerdict.KEPT,
-        AttemptVerdict.CHEAT,
-    ]
-    assert (
-        reporter.events[1].params == POINT
-        and reporter.events[1].hypothesis == "more rows per program"
-    )
-    rewrite = reporter.events[2]
-    assert rewrite.family is None and rewrite.parent == 1 and "def _rmsnorm(" in rewrite.source
-    assert result.best.index == 2 and result.best.speedup == 2.0
+    assert verdicts == [AttemptVerdict.KEPT, AttemptVerdict.KEPT, AttemptVerdict.CHEAT]
+    # The LLM's point was rendered by the harness, screened, then fully verified (tier two).
+    first = reporter.events[0]
+    assert first.params == POINT and first.tier == "verify" and first.screen_speedup
+    assert first.hypothesis.startswith("more rows per program")
+    # The code it wrote is untrusted: checked with the quick protocol, then (it would be the
+    # best) verified with the full one, and only then kept.
+    rewrite = reporter.events[1]
+    assert rewrite.family is None and rewrite.parent == 0 and "def _rmsnorm(" in rewrite.source
+    assert rewrite.tier == "check" and rewrite.screen_speedup is None
+    assert evaluator.calls.count(rewrite.candidate_id) == 2
+    assert rewrite.candidate_id in evaluator.verified
+    assert reporter.events[2].candidate_id not in evaluator.verified, "a cheat stops at its check"
+    assert result.best.index == 1 and result.best.speedup == 2.0
+    assert result.search.check.candidates == 2 and result.search.verify.candidates == 2
     assert result.stop_reason == "max_attempts"
 
     sent = server.requests
@@ -99,12 +101,14 @@ def test_it_falls_back_to_the_offline_planner_when_the_llm_keeps_failing():
         config = config.with_(coder=Provider.OFFLINE)
         reporter = ListReporter()
         result = optimize(PROBLEM, config, reporter)
-    assert len(reporter.events) == 3 and reporter.events[1].family == "rmsnorm_rowwise"
+    assert reporter.events and reporter.events[0].family == "rmsnorm_rowwise"
+    assert result.search.screen.candidates >= 8, "the offline plan's batch was screened"
     assert any("rate_limit" in note and "offline plan instead" in note for note in result.notes)
 
 
 def test_it_records_a_coder_that_never_produces_valid_code():
     replies = [
+        Reply(script.plan_params("rmsnorm_rowwise", [POINT])),
         Reply(script.plan_rewrite("fuse")),
         Reply(script.BROKEN),
         Reply(script.BROKEN),
@@ -119,8 +123,8 @@ def test_it_records_a_coder_that_never_produces_valid_code():
             reporter,
         )
     failed = reporter.events[1]
-    assert failed.verdict is AttemptVerdict.ERROR and "malformed" in failed.reason
-    assert len(evaluator.calls) == 1  # only the baseline reached the harness
+    assert failed.verdict is AttemptVerdict.INFRA_ERROR and "malformed" in failed.reason
+    assert len(evaluator.calls) == 1  # only the screen finalist reached the harness
     assert result.stop_reason == "max_attempts"
 
 

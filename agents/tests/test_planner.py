@@ -1,13 +1,15 @@
-"""The offline planner's first moves: the op's measured starting points, Triton before CUDA C++."""
+"""The offline planner: where the search starts (the op's measured starting points), and that
+every family's space is searched from there, learning from what the screen found."""
 
 from agents import Budget, OptimizeConfig
 from agents.context import RunContext
 from agents.nodes.planner import _key, offline_plan
-from agents.state import Record
+from agents.state import Screened
 from agents.tests.fakes import FakeEvaluator, ListReporter
 from kernels import get_op, parse_problem
 
 LARGE = parse_problem("matmul", "4096x4096x4096", "bf16", "NN")
+UNSEEN = parse_problem("matmul", "3000x1536x7168", "bf16", "NN")  # odd M, deep-ish K
 
 
 class TritonOnly(FakeEvaluator):
@@ -18,34 +20,8 @@ class TritonOnly(FakeEvaluator):
 def context(problem, evaluator=None, **kw) -> RunContext:
     evaluator = evaluator or FakeEvaluator(lambda source: 1.0)
     kw.setdefault("budget", Budget(wall_s=200))
-    config = OptimizeConfig(final_verify=False, evaluator=evaluator, **kw)
-    op = get_op(problem.op)
-    return RunContext(config, problem, op, evaluator, ListReporter())
-
-
-def record(index: int, family: str, params: dict, speedup: float | None) -> Record:
-    return Record(
-        index=index,
-        parent=None if index == 0 else 0,
-        family=family,
-        params=params,
-        hypothesis="",
-        verdict="baseline" if index == 0 else ("kept" if speedup else "incorrect"),
-        reason="",
-        candidate_id=f"c{index}",
-        speedup=speedup,
-        median_us=None,
-        noise=0.01,
-        pct_of_roof=None,
-        gpu_s=1.0,
-        profile_delta={},
-    )
-
-
-def after_baseline(ctx: RunContext) -> list[Record]:
-    """What the baseline node leaves: the op's first family at its default, evaluated."""
-    family = ctx.op.families()[0]
-    return [record(0, family.name, family.default(ctx.problem), 0.92)]
+    config = OptimizeConfig(evaluator=evaluator, **kw)
+    return RunContext(config, problem, get_op(problem.op), evaluator, ListReporter())
 
 
 def starting_points(ctx: RunContext) -> list[tuple[str, dict]]:
@@ -56,88 +32,139 @@ def starting_points(ctx: RunContext) -> list[tuple[str, dict]]:
     ]
 
 
-def test_the_first_batch_for_a_large_matmul_is_its_measured_starting_points():
-    ctx = context(LARGE, batch_size=4)
-    plan = offline_plan({"history": after_baseline(ctx)}, ctx)
+def screened(family: str, params: dict, speedup: float | None) -> Screened:
+    return Screened(
+        family=family,
+        params=params,
+        candidate_id=f"{family}{sorted(params.items())}",
+        verdict="passed" if speedup else "incorrect",
+        speedup=speedup,
+        noise=0.01,
+        rounds=1,
+        verified=None,
+    )
 
-    assert plan is not None and plan["move"] == "params"
+
+def test_the_first_batch_starts_from_the_measured_starting_points_then_every_family():
+    ctx = context(LARGE, screen_batch=48)
+    plan = offline_plan({}, ctx)
+
+    assert plan is not None and plan["move"] == "screen"
     got = [(p["family"], p["params"]) for p in plan["points"]]
-    assert got == starting_points(ctx)[:4]
-    assert {name for name, _ in got} == {"matmul_persistent_tma"}
+    starts = starting_points(ctx)
+    assert got[: len(starts)] == starts
     assert "measured starting points for this shape class" in plan["hypothesis"]
-
-
-def test_a_wide_first_batch_puts_the_cuda_starter_after_every_triton_family():
-    ctx = context(LARGE, batch_size=64)
-    plan = offline_plan({"history": after_baseline(ctx)}, ctx)
-
-    assert plan is not None
+    # Every family's space is searched, not just the tables: each one is in the batch.
+    assert {p["family"] for p in plan["points"]} == {f.name for f in ctx.op.families()}
+    keys = [_key(*g) for g in got]
+    assert len(keys) == len(set(keys)) and len(keys) == 48
+    # CUDA C++ (slow to build) comes after every Triton family's default.
     names = [p["family"] for p in plan["points"]]
-    baseline = after_baseline(ctx)[0]
-    starts = [
-        (n, p)
-        for n, p in starting_points(ctx)
-        if (n, p) != (baseline["family"], baseline["params"])
-    ]
-    assert [(p["family"], p["params"]) for p in plan["points"][: len(starts)]] == starts
-    assert "matmul_cuda_wmma" in names, "still tried when the batch has room"
-    cuda_at = names.index("matmul_cuda_wmma")
     triton = {f.name for f in ctx.op.families() if f.backend == "triton"}
-    assert all(names.index(t) < cuda_at for t in triton), names
-    keys = [_key(p["family"], p["params"]) for p in plan["points"]]
-    assert len(keys) == len(set(keys)) and _key(baseline["family"], baseline["params"]) not in keys
+    assert all(names.index(t) < names.index("matmul_cuda_wmma") for t in triton), names
 
 
-def test_the_first_batch_stays_within_the_batch_size_and_the_evaluators_backends():
-    for batch in (1, 2, 4):
-        ctx = context(LARGE, TritonOnly(lambda source: 1.0), batch_size=batch)
-        plan = offline_plan({"history": after_baseline(ctx)}, ctx)
-        assert plan is not None and len(plan["points"]) == batch
-        assert all(p["family"] != "matmul_cuda_wmma" for p in plan["points"])
+def test_it_plans_only_families_the_evaluator_can_run():
+    ctx = context(LARGE, TritonOnly(lambda source: 1.0), screen_batch=32)
+    plan = offline_plan({}, ctx)
+    assert plan is not None and len(plan["points"]) == 32
+    assert all(p["family"] != "matmul_cuda_wmma" for p in plan["points"])
 
 
-def test_a_starting_point_already_evaluated_is_not_planned_again():
-    ctx = context(LARGE, batch_size=4)
-    points = starting_points(ctx)
-    # A baseline that happens to be the first starting point (e.g. a resumed run).
-    history = [record(0, *points[0], 0.95)]
-    plan = offline_plan({"history": history}, ctx)
+def test_points_already_screened_or_queued_are_not_planned_again():
+    ctx = context(LARGE, screen_batch=8)
+    starts = starting_points(ctx)
+    state = {
+        "screened": {_key(*starts[0]): screened(*starts[0], 0.95)},
+        "queued": [{"family": starts[1][0], "params": starts[1][1]}],
+    }
+    plan = offline_plan(state, ctx)
     assert plan is not None
-    assert [(p["family"], p["params"]) for p in plan["points"]] == points[1:5]
+    keys = {_key(p["family"], p["params"]) for p in plan["points"]}
+    assert _key(*starts[0]) not in keys and _key(*starts[1]) not in keys
 
 
-def test_later_steps_anchor_on_the_best_starting_point():
-    ctx = context(LARGE, TritonOnly(lambda source: 1.0), batch_size=4)
-    points = starting_points(ctx)
-    history = after_baseline(ctx) + [
-        record(i + 1, name, params, 1.05 if i == 2 else 0.8)
-        for i, (name, params) in enumerate(points[:4])
-    ]
-    # Every Triton family has been tried, so the step is all search, around the best point.
-    families = {f.name: f for f in ctx.op.families() if f.backend == "triton"}
-    history += [
-        record(len(history) + i, name, f.default(ctx.problem), 0.5)
-        for i, (name, f) in enumerate(families.items())
-        if name not in {r["family"] for r in history}
-    ]
-    plan = offline_plan({"history": history}, ctx)
-    assert plan is not None
-    best_name, best_params = points[2]
-    assert "measured starting points" not in plan["hypothesis"]
-    ours = [p["params"] for p in plan["points"] if p["family"] == best_name]
-    assert ours, "the family of the best point is searched first"
-    # The search's first pick moves a knob or two away from that point (its anchor), not from
-    # the family's default (4 knobs away from it).
-    default = families[best_name].default(ctx.problem)
-    to_best = sum(ours[0][k] != best_params[k] for k in best_params)
-    to_default = sum(ours[0][k] != default[k] for k in default)
-    assert to_best <= 2 and to_best < to_default, ours[0]
-    assert plan["hypothesis"].split(". ", 1)[1].startswith(f"{best_name}: ")
+def test_later_batches_search_around_each_familys_best_screened_point():
+    ctx = context(LARGE, TritonOnly(lambda source: 1.0), screen_batch=12)
+    starts = starting_points(ctx)
+    name, best = next((n, p) for n, p in starts if n == "matmul_persistent_tma")
+    others = [(n, p) for n, p in starts if n == name][1:4]
+    state = {
+        "screened": {
+            _key(name, best): screened(name, best, 1.05),
+            **{_key(n, p): screened(n, p, 0.8) for n, p in others},
+        }
+    }
+    plan = offline_plan(state, ctx)
+    assert plan is not None and "measured starting points" not in plan["hypothesis"]
+    ours = [p["params"] for p in plan["points"] if p["family"] == name]
+    assert ours, "the family of the best screened point is searched"
+    # The search's first pick moves a knob or two away from that point (its anchor).
+    assert sum(ours[0][k] != best[k] for k in best) <= 2, ours[0]
+
+
+def test_an_unseen_shape_gets_candidates_from_every_familys_space():
+    ctx = context(UNSEEN, TritonOnly(lambda source: 1.0), screen_batch=40)
+    first = offline_plan({}, ctx)
+    assert first is not None
+    state = {
+        "screened": {
+            _key(p["family"], p["params"]): screened(p["family"], p["params"], 0.9)
+            for p in first["points"]
+        }
+    }
+    second = offline_plan(state, ctx)
+    assert second is not None and len(second["points"]) == 40
+    families = {f.name for f in ctx.op.families() if f.backend == "triton"}
+    assert {p["family"] for p in second["points"]} == families
+    for p in second["points"]:
+        family = next(f for f in ctx.op.families() if f.name == p["family"])
+        assert family.check(UNSEEN, p["params"]) is None
 
 
 def test_an_op_without_starting_points_starts_from_family_defaults():
     problem = parse_problem("attention", "1x4x64x32", "fp16", "causal")
-    ctx = context(problem, batch_size=4)
-    plan = offline_plan({"history": after_baseline(ctx)}, ctx)
+    ctx = context(problem, screen_batch=4)
+    plan = offline_plan({}, ctx)
     assert plan is not None and 1 <= len(plan["points"]) <= 4
     assert "measured starting points" not in plan["hypothesis"]
+
+
+def test_nothing_left_and_nothing_queued_ends_the_plan():
+    problem = parse_problem("attention", "1x4x64x32", "fp16", "causal")
+    ctx = context(problem, screen_batch=10_000)
+    plan = offline_plan({}, ctx)
+    assert plan is not None
+    everything = {
+        _key(p["family"], p["params"]): screened(p["family"], p["params"], 1.0)
+        for p in plan["points"]
+    }
+    assert offline_plan({"screened": everything}, ctx) is None
+
+
+def test_a_distrusted_family_yields_the_batch_to_the_others():
+    """A family whose finalists kept failing tier two sends no more finalists (tiers.py); with
+    the best screen numbers it still led every batch, so a run screened only such families
+    until its time ran out (found when gemv's weight-stream family joined the registry)."""
+    ctx = context(LARGE, screen_batch=4)
+    defaults = [(f.name, f.default(LARGE)) for f in ctx.op.families()]
+    liar = next((n, p) for n, p in defaults if n == "matmul_splitk")
+    honest = [(n, p) for n, p in defaults if n != liar[0]]
+    failed = [
+        {"index": i, "family": liar[0], "params": {**liar[1], "BLOCK_K": b}, "tier": "verify"}
+        | {"verdict": "incorrect", "parent": None}
+        for i, b in enumerate((32, 128))
+    ]
+    state = {
+        "screened": {
+            _key(*liar): screened(*liar, 10.0),
+            **{_key(n, p): screened(n, p, 1.0) for n, p in honest},
+        },
+        "history": failed,
+    }
+    plan = offline_plan(state, ctx)
+    assert plan is not None and plan["points"]
+    assert liar[0] not in {p["family"] for p in plan["points"]}
+    # Without the failures the same screen numbers put it first.
+    plan = offline_plan({**state, "history": []}, ctx)
+    assert plan is not None and plan["points"][0]["family"] == liar[0]

@@ -14,8 +14,8 @@ from agents import Budget, OptimizeConfig, optimize
 from agents.evaluator import HarnessEvaluator
 from agents.tests.fakes import ListReporter
 from harness import EvalConfig, evaluate, precompile
+from harness.compile_cache import cache_key, keep_cache, key_dir, seed_cache
 from harness.device import gpu_visible
-from harness.precompile import cache_key, keep_cache, key_dir, seed_cache
 from harness.results import Candidate, Verdict
 from kernels import get_op, parse_problem
 
@@ -153,21 +153,23 @@ def test_a_child_cannot_make_the_parent_copy_files_from_outside_its_folder(tmp_p
 def test_the_graph_compiles_ahead_and_reports_throughput():
     reporter = ListReporter()
     config = OptimizeConfig(
-        budget=Budget(wall_s=300, max_attempts=3),
+        budget=Budget(wall_s=300, max_attempts=2),
         plateau=None,
-        batch_size=2,
+        screen_batch=6,
+        finalists=2,
+        min_gain=-1.0,  # the round's second finalist goes to tier two too
         profile=False,
-        final_verify=False,
+        full_protocol=False,
         precompile=True,
         precompile_workers=2,
     )
     result = optimize(PROBLEM, config, reporter)
-    assert [e.index for e in reporter.events] == [0, 1, 2]
+    assert [e.index for e in reporter.events] == [0, 1]
     stats = result.compile
-    # The batch's first candidate (#1) is timed while its second (#2) compiles ahead.
+    # The round's first finalist (#0) is verified while its second (#1) compiles ahead.
     assert stats["submitted"] == 1 and stats["used"] == 1, stats
     assert stats["compiled"] == 1 and stats["workers"] == 2, stats
-    marker = key_dir(cache_key(Candidate(source=reporter.events[2].source), gpu=False))
+    marker = key_dir(cache_key(Candidate(source=reporter.events[1].source), gpu=False))
     assert (marker / "precompiled.json").is_file()
     summary = result.to_dict()
     assert summary["candidates_per_wall_hour"] > 0 and summary["candidates_per_gpu_hour"] > 0

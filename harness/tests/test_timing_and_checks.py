@@ -216,7 +216,7 @@ def test_reported_times_charge_a_candidate_tail_beyond_the_sync_round_trip_only(
 
 
 def test_the_re_checked_rounds_cover_an_in_place_refill_and_fresh_buffers():
-    from harness.phases import _spot_rounds
+    from harness.candidate_phases import spot_rounds as _spot_rounds
 
     for _ in range(200):
         rounds = _spot_rounds(20, 3)

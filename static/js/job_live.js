@@ -128,6 +128,8 @@
       b.className = "badge s-" + t.status;
       b.textContent = t.status_label;
       row.querySelector('[data-role="note"]').textContent = t.error ? t.error.split("\n")[0] : t.stop_reason;
+      const search = row.querySelector('[data-role="search"]');
+      if (search) search.textContent = t.search_line || "";
     }
     const cancel = document.getElementById("cancel-form");
     if (cancel && (status.terminal || status.cancel_requested)) cancel.hidden = true;

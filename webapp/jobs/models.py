@@ -117,6 +117,9 @@ class Task(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     stop_reason = models.CharField(max_length=200, blank=True)
     error = models.TextField(blank=True)
+    # The run's search so far (agents.reporting.SearchStats.to_dict()): screened vs fully
+    # verified counts, candidates per GPU-hour per tier, where the time went, the outcome.
+    search = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["id"]

@@ -332,6 +332,37 @@ def _has_profile(it: Iteration) -> bool:
     return it.profile is not None if present is None else present
 
 
+def search_line(search: dict[str, Any]) -> str:
+    """A task's search in one line for its row on the job page: screened vs fully verified,
+    each tier's candidates per GPU-hour, and where the time went ("" before any)."""
+    if not search:
+        return ""
+    tiers, times = search.get("tiers") or {}, search.get("time_s") or {}
+
+    def tier(name: str, label: str) -> str:
+        t = tiers.get(name) or {}
+        rate = t.get("per_gpu_hour")
+        per = f", {rate:,.0f}/GPU-h" if rate else ""
+        return f"{label} {t.get('candidates', 0)}{per}"
+
+    parts = [tier("screen", "screened"), tier("verify", "fully verified")]
+    if (tiers.get("check") or {}).get("candidates"):
+        parts.append(tier("check", "LLM code checked"))
+    spent = ", ".join(
+        f"{name} {times.get(key, 0):.0f} s"
+        for name, key in (
+            ("compile", "compile"),
+            ("screen", "screen"),
+            ("verify", "verify"),
+            ("profile", "profile"),
+        )
+    )
+    line = " · ".join(parts) + f" · time: {spent}"
+    if search.get("outcome_reason"):
+        line += f" · {search['outcome_reason']}"
+    return line
+
+
 def job_status_event(*, job_id: uuid.UUID | str) -> dict[str, Any]:
     """The job's and its tasks' current states, sent on connect and after each transition."""
     job = Job.objects.get(id=job_id)
@@ -358,6 +389,7 @@ def job_status_event(*, job_id: uuid.UUID | str) -> dict[str, Any]:
                 "attempt": t.attempt,
                 "stop_reason": t.stop_reason,
                 "error": t.error[:500],
+                "search_line": search_line(t.search),
             }
             for t in tasks
         ],

@@ -288,6 +288,18 @@ def iteration_profile_record(*, task_id: int, index: int, profile: dict[str, Any
     return Iteration.objects.filter(task_id=task_id, index=index).update(profile=profile) == 1
 
 
+def task_search_record(*, task_id: int, attempt: int, search: dict[str, Any]) -> bool:
+    """Store the run's search progress (tiers, throughput, time) and poke the job's page.
+    Only the attempt that owns the running task writes."""
+    changed = Task.objects.filter(id=task_id, attempt=attempt, status=Task.Status.RUNNING).update(
+        search=search
+    )
+    if changed != 1:
+        return False
+    status_notify(Task.objects.values_list("job_id", flat=True).get(id=task_id))
+    return True
+
+
 def task_finish(*, task_id: int, attempt: int, stop_reason: str) -> bool:
     """RUNNING -> DONE (or CANCELLED when the run stopped because the user asked)."""
     return _task_end(task_id=task_id, attempt=attempt, stop_reason=stop_reason, error="")

@@ -104,6 +104,44 @@ def test_it_keeps_the_ncu_report_where_the_web_server_can_serve_it(
     assert Iteration.objects.get(task=task, index=0).profile["report_path"] is None
 
 
+def test_it_carries_the_search_to_the_task_row_and_the_job_page(job, alice, client):
+    from django.urls import reverse
+
+    from agents.reporting import SearchStats, TierStats
+    from webapp.jobs import selectors
+
+    task = job.tasks.first()
+    claim = services.task_claim(task_id=task.id, worker="w")
+    reporter = DjangoReporter(task_id=task.id, attempt=claim.attempt)
+    stats = SearchStats(
+        screen=TierStats(candidates=400, passed=350, gpu_s=120.0),
+        verify=TierStats(candidates=3, passed=3, gpu_s=108.0),
+        compile_s=900.0,
+        profile_s=10.0,
+        elapsed_s=590.0,
+        outcome="verified",
+        outcome_reason="#2 matmul_persistent_tma: 1.031x the fastest baseline (cublaslt)",
+    )
+    reporter.search(stats)
+
+    task.refresh_from_db()
+    assert SearchStats.from_dict(task.search).to_dict() == stats.to_dict()
+    line = next(t for t in selectors.job_status_event(job_id=job.id)["tasks"] if t["id"] == task.id)
+    assert line["search_line"].startswith(
+        "screened 400, 12,000/GPU-h · fully verified 3, 100/GPU-h"
+    )
+    assert "time: compile 900 s, screen 120 s, verify 108 s, profile 10 s" in line["search_line"]
+    client.force_login(alice)
+    page = client.get(reverse("jobs:detail", args=[job.id])).content.decode()
+    assert "screened 400, 12,000/GPU-h" in page and "1.031x the fastest baseline" in page
+
+    # A run that lost its task (the watchdog gave it to another attempt) cannot write.
+    stale = DjangoReporter(task_id=task.id, attempt=claim.attempt - 1)
+    stale.search(SearchStats())
+    task.refresh_from_db()
+    assert task.search["screened"] == 400 and stale.cancel_requested()
+
+
 # --- The final verification of a run's best decides whether it is a winner (issue 17/18) ---
 
 
@@ -133,7 +171,7 @@ def alice_api(alice, team):
 
 
 def final(speedups: dict[str, float], verdict: str = "passed") -> dict:
-    """The full-protocol re-evaluation a run ends with (agents' verify node), every baseline."""
+    """The full-protocol re-evaluation a run ends with (agents' finish node), every baseline."""
     return {
         "verdict": verdict,
         "implausible": False,

@@ -15,6 +15,9 @@ class RecordingReporter:
     def iteration(self, event):
         self.events.append(event)
 
+    def search(self, stats):
+        self.calls.append(("search", stats.outcome))
+
     def profile(self, *, index, profile):
         self.calls.append(("profile", index))
 

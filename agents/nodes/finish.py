@@ -1,0 +1,79 @@
+"""finish: the search has stopped; verify the best challenger within the reserve, and end.
+
+The challenger is the fastest screened render not verified yet that would beat the best
+(agents/tiers.py); it gets the full protocol in the time kept back for it from the start
+(agents/stopping.py), through the same judge as every attempt. Then the run's outcome: the
+verified best when it beats the fastest baseline beyond noise, else the baseline and why.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Literal
+
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from agents import stopping, tiers
+from agents.context import RunContext
+from agents.nodes.judge import recorded, run_attempt
+from agents.reporting import SearchStats
+from agents.state import OptimizeState, Pending, StopReason, Tier
+from harness.screen import ScreenPoint, render
+
+
+def finish(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Literal["__end__"]]:
+    ctx = runtime.context
+    if state.get("outcome") is not None:  # a finished thread, resumed
+        return Command(goto="__end__", update={"elapsed_s": ctx.elapsed()})
+    update: dict[str, Any] = {"pending": [], "plan": None}
+    challenger = tiers.challenger(state, ctx.config)
+    broken = state.get("stop_reason") in (StopReason.CANCELLED, StopReason.HARNESS_ERRORS)
+    cap = ctx.config.budget.max_attempts
+    capped = cap is not None and state.get("next_index", 0) >= cap
+    if challenger is not None and not (broken or capped) and not ctx.reporter.cancel_requested():
+        timeout = stopping.final_timeout(state, ctx)
+        if timeout >= 0.5 * stopping.verify_estimate(state, ctx):
+            best = state.get("best")
+            _, source = render(ctx.problem, ScreenPoint(challenger["family"], challenger["params"]))
+            item = Pending(
+                source=source,
+                family=challenger["family"],
+                params=dict(challenger["params"]),
+                hypothesis=(
+                    f"the search stopped ({state.get('stop_reason')}): verify the fastest "
+                    f"screened candidate ({challenger['speedup']:.3f}x GPU time vs the "
+                    "baseline) with the full protocol, in the time kept back for it"
+                ),
+                parent=best["index"] if best else None,
+                origin=f"family:{challenger['family']}",
+                tier=Tier.VERIFY.value,
+                screen_speedup=challenger["speedup"],
+                llm_tokens=0,
+                llm_cost_usd=0.0,
+                error="",
+            )
+            attempt, tier_runs = run_attempt(state, ctx, item)
+            update.update(recorded(state, ctx, attempt, tier_runs))
+    after: OptimizeState = {**state, **update}  # type: ignore[typeddict-item]
+    result = tiers.outcome(after, ctx.config, _why_none(after, ctx))
+    stats = SearchStats.from_dict(after.get("stats") or {})
+    stats.outcome, stats.outcome_reason = result.kind, result.reason
+    stats.elapsed_s = ctx.elapsed()
+    ctx.reporter.search(stats)
+    update.update(outcome=result.to_dict(), stats=stats.to_dict(), elapsed_s=ctx.elapsed())
+    return Command(goto="__end__", update=update)
+
+
+def _why_none(state: OptimizeState, ctx: RunContext) -> str:
+    """Why no candidate is verified, in words (used only when none is)."""
+    verified = [r for r in state.get("history", []) if r["tier"] == Tier.VERIFY.value]
+    if verified:
+        counts = Counter(r["verdict"] for r in verified)
+        shown = ", ".join(f"{n} {v}" for v, n in counts.most_common())
+        return f"none of the {len(verified)} fully verified candidates passed ({shown})"
+    estimate = stopping.verify_estimate(state, ctx)
+    screened = state.get("screened", {}).values()
+    if screened and not any(s["speedup"] for s in screened):
+        return "no candidate passed the screen within the budget"
+    return f"no full verification fit in the budget left (one takes ~{estimate:.0f} s)"

@@ -1,0 +1,169 @@
+"""The two tiers of a search and the hand-off between them: the rules, in one place.
+
+Tier one ranks. Renders of our own families (trusted code) go to the screen, in batches
+(harness/screen.py: compile ahead, one warm child, a quick check, GPU time interleaved with
+the baseline). Anything an LLM wrote (untrusted) gets the sandboxed quick protocol instead.
+
+Tier two decides: the harness's full protocol (every correctness stage, anti-cheat, timing,
+every baseline). Only an attempt that passed it can become the best, and so be ranked or
+exported; a screened-only candidate never is.
+
+The hand-off is successive halving carried across the tiers: inside a screen round the faster
+half goes on with more samples each time; of a round's survivors, the fastest `finalists`
+whose screened speedup beats the best's by more than the noise go to tier two (the first round
+always sends its fastest, so a run has a verified best early), as many as the time beyond the
+reserve can verify. An untrusted candidate goes to tier two when its check says it would be the
+best. When the search stops, the fastest screened render not yet verified that would beat the
+best (the challenger) is verified within the reserve.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from agents.config import OptimizeConfig
+from agents.state import Best, OptimizeState, Screened
+from harness.results import Verdict
+from harness.screen import ScreenEntry
+
+
+def beats(
+    speedup: float | None, noise: float, best_speedup: float | None, config: OptimizeConfig
+) -> bool:
+    """A ranking number that beats the best's by more than the noise (no best: any number)."""
+    if speedup is None:
+        return False
+    if best_speedup is None:
+        return True
+    return speedup / best_speedup - 1.0 > max(noise, config.min_gain)
+
+
+def best_screen_speedup(best: Best | None) -> float | None:
+    """The number a screened render must beat: the best's own screen number when it has one."""
+    if best is None:
+        return None
+    return best.get("screen_speedup") or best["speedup"]
+
+
+DISTRUST_AFTER = 2  # a family whose finalists failed tier two this often, and never passed
+
+
+def distrusted(state: OptimizeState) -> set[str]:
+    """Families whose screen numbers tier two keeps contradicting: every one of their last
+    finalists (at least DISTRUST_AFTER) failed the full protocol. They send no more finalists;
+    their renders still feed the search's surrogate."""
+    failed: dict[str, int] = {}
+    passed: set[str] = set()
+    for r in state.get("history", []):
+        if r["tier"] != "verify" or not r["family"]:
+            continue
+        if r["verdict"] in ("kept", "reverted"):
+            passed.add(r["family"])
+        elif r["verdict"] != "error":
+            failed[r["family"]] = failed.get(r["family"], 0) + 1
+    return {f for f, n in failed.items() if n >= DISTRUST_AFTER and f not in passed}
+
+
+def finalists(
+    state: OptimizeState, ranked: list[ScreenEntry], config: OptimizeConfig, *, slots: int
+) -> list[ScreenEntry]:
+    """Which of a round's ranked entries go to tier two now (at most `slots` of them)."""
+    best = state.get("best")
+    judged = set(state.get("seen", {}))
+    first = best is None and not any(r["tier"] == "verify" for r in state.get("history", []))
+    skip = distrusted(state)
+    ranked = [e for e in ranked if e.family not in skip]
+    chosen: list[ScreenEntry] = []
+    for entry in ranked[: config.finalists]:
+        if len(chosen) >= slots or entry.candidate_id in judged:
+            continue
+        if (first and not chosen) or beats(
+            entry.speedup, entry.noise, best_screen_speedup(best), config
+        ):
+            chosen.append(entry)
+    return chosen
+
+
+def challenger(state: OptimizeState, config: OptimizeConfig) -> Screened | None:
+    """The fastest screened render not verified yet that would beat the best, if any."""
+    best = state.get("best")
+    judged = set(state.get("seen", {}))
+    skip = distrusted(state)
+    passed = [
+        s
+        for s in state.get("screened", {}).values()
+        if s["verdict"] == Verdict.PASSED.value
+        and s["family"] not in skip
+        and s["speedup"]
+        and s["verified"] is None
+        and s["candidate_id"] not in judged
+    ]
+    passed.sort(key=lambda s: (s["rounds"], s["speedup"] or 0.0), reverse=True)
+    for s in passed[:1]:
+        if beats(s["speedup"], s["noise"], best_screen_speedup(best), config):
+            return s
+    return None
+
+
+@dataclass
+class Outcome:
+    """How a run ends: a verified best that beats every baseline, or the baseline and why."""
+
+    kind: str  # "verified" or "baseline"
+    reason: str
+    speedups: dict[str, float] = field(default_factory=dict)  # the best's, from tier two
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def outcome(state: OptimizeState, config: OptimizeConfig, why_none: str) -> Outcome:
+    """Never ship a loss: the best ships only if it beats the fastest baseline beyond noise."""
+    best = state.get("best")
+    if best is None:
+        return Outcome("baseline", f"{why_none}: PyTorch is kept")
+    speedups = dict(best["speedups"]) or {config.baseline: best["speedup"]}
+    name, speedup = min(speedups.items(), key=lambda kv: kv[1])
+    threshold = max(best["noise"], config.min_gain)
+    who = f"#{best['index']} {best['family'] or 'llm'}"
+    if speedup > 1.0 + threshold:
+        return Outcome(
+            "verified",
+            f"{who}: {speedup:.3f}x the fastest baseline ({name}), fully verified",
+            speedups,
+        )
+    return Outcome(
+        "baseline",
+        f"the best verified candidate ({who}) reaches {speedup:.3f}x {name}, not beyond the "
+        f"noise ({threshold:.1%}): nothing beat the fastest baseline, PyTorch is kept",
+        speedups,
+    )
+
+
+def counted(
+    stats_dict: dict[str, Any],
+    tier: str,
+    *,
+    candidates: int = 0,
+    passed: int = 0,
+    gpu_s: float = 0.0,
+    **times: float,
+) -> dict[str, Any]:
+    """The run's SearchStats (state["stats"]) with one more batch counted under `tier`
+    ("screen", "verify", "check"; "" for none); `times` adds seconds to compile_s,
+    compile_wait_s, profile_s, or sets pending_compile."""
+    from agents.reporting import SearchStats
+
+    stats = SearchStats.from_dict(stats_dict)
+    if tier:
+        t = getattr(stats, tier)
+        t.candidates += candidates
+        t.passed += passed
+        t.gpu_s += gpu_s
+    for name, value in times.items():
+        if name == "pending_compile":
+            stats.pending_compile = int(value)
+        else:
+            setattr(stats, name, getattr(stats, name) + value)
+    return stats.to_dict()
