@@ -273,11 +273,12 @@ def find_library(lib: CudaLibrary) -> str | None:
     return None
 
 
-def build_library(lib: CudaLibrary, root: str | None = None) -> str:
-    """Build `lib` under `root`/<key>/ (nothing to do if it is there); returns the .so path."""
+def build_library(lib: CudaLibrary, root: str | None = None, *, rebuild: bool = False) -> str:
+    """Build `lib` under `root`/<key>/ (nothing to do if it is there, unless `rebuild`);
+    returns the .so path."""
     folder = os.path.join(root or library_build_root(), lib.key)
     target = os.path.join(folder, lib.file_name)
-    if os.path.isfile(target):
+    if os.path.isfile(target) and not rebuild:
         return target
     os.makedirs(folder, exist_ok=True)
     source = os.path.join(folder, f"{lib.name}.cu")
@@ -302,10 +303,16 @@ def load_library(lib: CudaLibrary) -> ctypes.CDLL:
     """The cached build of `lib`, else a fresh one; loaded with ctypes, reported like load_cuda."""
     t0 = time.perf_counter()
     path = find_library(lib)
-    cached = path is not None
-    if path is None:
-        path = build_library(lib)
-    handle = ctypes.CDLL(path)
+    handle = None
+    if path is not None:
+        try:
+            handle = ctypes.CDLL(path)
+        except OSError:  # built elsewhere against a newer libc/libstdc++: a cache miss
+            path = None
+    cached = handle is not None
+    if handle is None:
+        path = build_library(lib, rebuild=True)
+        handle = ctypes.CDLL(path)
     report = {"cached": cached, "key": lib.key, "so": path, "seconds": time.perf_counter() - t0}
     if path not in _LIBRARY_RESOURCES:  # one cuobjdump per file, however often it is loaded
         _LIBRARY_RESOURCES[path] = resource_usage(path)

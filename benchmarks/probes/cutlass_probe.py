@@ -98,7 +98,9 @@ def shapes() -> list[tuple[str, tuple[int, int, int]]]:
 
     unseen = [(e.name.split("/")[1], e.problem.shape) for e in problem_set("unseen")]
     xlarge = next(e for e in MATMUL if e.name == "matmul/xlarge")
-    return [("xlarge", xlarge.problem.shape)] + [(n, s) for n, s in unseen if s[0] > 64]
+    ordered = [("xlarge", xlarge.problem.shape)] + [(n, s) for n, s in unseen if s[0] > 64]
+    # The two 1.02x targets first, so that a time budget cuts other shapes.
+    return sorted(ordered, key=lambda item: item[0] not in ("xlarge", "big_cube_8192"))
 
 
 def family():
@@ -298,26 +300,56 @@ def measure_shape(name, shape, seconds: float) -> dict[str, Any]:
         out = torch.empty_like(torch_out)
         fns[str(i)] = lambda module=module, out=out: module.run(*inputs, out=out)
     torch_check = compare_torch(torch_out, inputs, ref, tol)
-    samples = time_interleaved(
-        fns,
-        regime=Regime.OFFLINE,
-        min_samples=20,
-        max_samples=200,
-        target_rel_err=0.005,
-        max_seconds=seconds,
-    )
-    synced = {key: s.synced_us for key, s in samples.items()}
-    plain = {key: s.plain_us for key, s in samples.items()}
-    reported, tails = reported_us(synced, plain, ["torch"])
-    stats = {key: summarize(values) for key, values in reported.items()}
+
+    def timed_round(chosen: dict, min_samples: int) -> tuple[dict, float]:
+        samples = time_interleaved(
+            chosen,
+            regime=Regime.OFFLINE,
+            min_samples=min_samples,
+            max_samples=300,
+            target_rel_err=0.004,
+            max_seconds=seconds,
+        )
+        synced = {key: s.synced_us for key, s in samples.items()}
+        plain = {key: s.plain_us for key, s in samples.items()}
+        reported, tails = reported_us(synced, plain, ["torch"])
+        return {key: summarize(v) for key, v in reported.items()}, tails["sync_round_trip_us"]
+
+    stats, round_trip = timed_round(fns, 20)
     torch_us = stats["torch"].median_us
     for i, row in enumerate(rows):
         if str(i) in stats:
             st = stats[str(i)]
             row.update(us=st.median_us, iqr_us=st.iqr_us, samples=st.samples)
             row["speedup"] = torch_us / st.median_us
+    # The minimum of many noisy medians is biased low: the three fastest are timed again
+    # against torch.matmul, and the best of that round is what the shape reports.
     timed = [r for r in rows if "us" in r]
-    best = min(timed, key=lambda r: r["us"]) if timed else None
+    top = sorted(range(len(rows)), key=lambda i: rows[i].get("us", float("inf")))[:3]
+    top = [i for i in top if "us" in rows[i]]
+    confirm, _ = timed_round({"torch": fns["torch"], **{str(i): fns[str(i)] for i in top}}, 50)
+    if top:
+        torch_us = confirm["torch"].median_us
+        for i in top:
+            st = confirm[str(i)]
+            rows[i]["confirm"] = {
+                "us": st.median_us,
+                "iqr_us": st.iqr_us,
+                "samples": st.samples,
+                "torch_us": torch_us,
+                "speedup": torch_us / st.median_us,
+            }
+    best_i = min(top, key=lambda i: rows[i]["confirm"]["us"]) if top else None
+    best = None
+    if best_i is not None:
+        r = rows[best_i]
+        best = {
+            "label": r["label"],
+            "params": r["params"],
+            "us": r["confirm"]["us"],
+            "speedup": r["confirm"]["speedup"],
+            "max_error": r["max_error"],
+        }
     flops = 2 * shape[0] * shape[1] * shape[2]
     print(
         f"## {name} {tuple(shape)}: torch.matmul {torch_us:.1f} us"
@@ -325,8 +357,9 @@ def measure_shape(name, shape, seconds: float) -> dict[str, Any]:
         flush=True,
     )
     for row in sorted(timed, key=lambda r: r["us"])[:6]:
+        again = f" (again {row['confirm']['speedup']:.3f}x)" if "confirm" in row else ""
         print(
-            f"   {row['us']:9.1f} us  iqr {row['iqr_us']:6.1f}  {row['speedup']:.3f}x"
+            f"   {row['us']:9.1f} us  iqr {row['iqr_us']:6.1f}  {row['speedup']:.3f}x{again}"
             f"  err {row['max_error']:.2e}  {row['label']}",
             flush=True,
         )
@@ -338,13 +371,10 @@ def measure_shape(name, shape, seconds: float) -> dict[str, Any]:
         "shape": list(shape),
         "refused": refused,
         "torch_us": torch_us,
-        "torch_iqr_us": stats["torch"].iqr_us,
         "torch_max_error": torch_check,
         "torch_tflops": flops / torch_us / 1e6,
-        "sync_round_trip_us": tails["sync_round_trip_us"],
-        "best": None
-        if best is None
-        else {k: best[k] for k in ("label", "params", "us", "speedup", "max_error")},
+        "sync_round_trip_us": round_trip,
+        "best": best,
         "rows": rows,
     }
 
@@ -428,6 +458,43 @@ def evaluate_best(name: str, report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def profile_best(results_path: str, names: list[str]) -> int:
+    """The best point of each named shape (from a probe JSON) and torch.matmul, warmed up,
+    then called once each inside NVTX ranges <name>_cand / <name>_torch, for ncu:
+
+        ncu --clock-control none --nvtx --nvtx-include "odd_cube_3000_cand/" \\
+            --nvtx-include "odd_cube_3000_torch/" --set full -o out \\
+            python -m benchmarks.probes.cutlass_probe --profile odd_cube_3000 --out RESULTS
+    """
+    from kernels import get_op
+    from kernels.candidate import load_module
+
+    entries = {s["name"]: s for s in json.loads(Path(results_path).read_text())["shapes"]}
+    op = get_op("matmul")
+    for name in names:
+        entry = entries[name]
+        problem = problem_of(entry["shape"])
+        module = load_module(family().render(problem, entry["best"]["params"]))
+        inputs = op.make_inputs(problem, seed=0, device="cuda")
+        out = torch.empty(entry["shape"][0], entry["shape"][1], dtype=torch.bfloat16, device="cuda")
+        calls = {
+            "cand": lambda m=module, x=inputs, o=out: m.run(*x, out=o),
+            "torch": lambda x=inputs, o=out: torch.matmul(x[0], x[1], out=o),
+        }
+        for who, fn in calls.items():
+            for _ in range(3):
+                fn()
+            torch.cuda.synchronize()
+            torch.cuda.nvtx.range_push(f"{name}_{who}")
+            fn()
+            torch.cuda.nvtx.range_pop()
+            torch.cuda.synchronize()
+            print(
+                f"# profiled {name}_{who}: {entry['best']['label'] if who == 'cand' else 'torch'}"
+            )
+    return 0
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -456,7 +523,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=420.0, help="time no shape after this")
     parser.add_argument("--check-layouts", action="store_true")
     parser.add_argument("--evaluate", default="", help="shape name: harness.evaluate its best")
+    parser.add_argument("--profile", default="", help="names: run their best once for ncu")
     args = parser.parse_args(argv)
+    if args.profile:
+        return profile_best(args.out, args.profile.split(","))
     os.environ.setdefault("KF_COMPILE_CACHE", str(Path(DEFAULT_CACHE).resolve()))
     Path(os.environ["KF_COMPILE_CACHE"]).mkdir(parents=True, exist_ok=True)
     names = [n for n in args.names.split(",") if n]
@@ -495,6 +565,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.check_layouts:
         report["layout_checks"] = check_layouts()
         save()
+    # The evaluated shape first: its evaluation must not be cut by the time budget.
+    shape_list.sort(key=lambda item: item[0] != args.evaluate)
     for name, shape in shape_list:
         if time.time() - t0 > args.budget_s:
             report["shapes"].append({"name": name, "shape": list(shape), "skipped": "budget"})
@@ -502,9 +574,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         report["shapes"].append(measure_shape(name, shape, args.seconds_per_shape))
         save()
-    if args.evaluate:
-        report["evaluation"] = evaluate_best(args.evaluate, report)
-        save()
+        if name == args.evaluate:
+            report["evaluation"] = evaluate_best(name, report)
+            save()
     print_summary(report)
     print(f"# done in {time.time() - t0:.0f}s, wrote {out_path}")
     return 0

@@ -120,3 +120,28 @@ def test_a_failed_build_raises_with_the_compiler_log(nvcc, tmp_path, monkeypatch
     with pytest.raises(CudaBuildError, match=r"nvcc failed building kf_test \(exit 1\)") as err:
         cuda_ext.build_library(lib(source="FAIL"))
     assert "expected a ';'" in str(err.value)
+
+
+def test_a_cached_library_that_does_not_load_here_is_rebuilt(nvcc, tmp_path, monkeypatch):
+    """A build carried from another machine may need a newer libc: a cache miss, not an error.
+    (ctypes' loader is the edge here: the stand-in nvcc makes no real shared library.)"""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("KF_COMPILE_CACHE", str(cache))
+    monkeypatch.delenv("TORCH_EXTENSIONS_DIR", raising=False)
+    library = lib()
+    stale = cache / library.key / library.file_name
+    stale.parent.mkdir(parents=True)
+    stale.write_text("built elsewhere")
+    loaded = []
+
+    def fake_cdll(path):
+        if Path(path).read_text() == "built elsewhere":
+            raise OSError("version `GLIBC_2.99' not found")
+        loaded.append(path)
+        return object()
+
+    monkeypatch.setattr(cuda_ext.ctypes, "CDLL", fake_cdll)
+    monkeypatch.setattr(cuda_ext, "resource_usage", lambda path: {})
+    cuda_ext.load_library(library)
+    assert loaded == [str(stale)] and stale.read_text() == library.source  # rebuilt in place
+    assert cuda_ext.last_build_report()["cached"] is False
