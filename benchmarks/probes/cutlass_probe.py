@@ -4,6 +4,7 @@
     python -m benchmarks.probes.cutlass_probe --build-only   # where nvcc is (no GPU needed)
     python -m benchmarks.probes.cutlass_probe                # on an H100: build, check, time
     python -m benchmarks.probes.cutlass_probe --evaluate pre_l3_8b_qkv   # + harness.evaluate
+    python -m benchmarks.probes.cutlass_probe --profile xlarge   # best + torch once each, for ncu
 
 Every shape of `kernels.shapes.problem_set("unseen")` with M > 64 (M <= 64 is the weight-
 streaming family's) plus the public xlarge (4096^3). Points are compile-time configurations
@@ -55,26 +56,29 @@ def _cfg(tm, tn, tk, cm, cn, schedule="cooperative", scheduler="persistent", sta
     }
 
 
-# Compile-time configurations, one library each. Large shapes: the stock 128x256 / 256x128
-# cooperative tiles with 2-CTA clusters (TMA multicast of the shared operand), ping-pong
-# 128x128; small M and deep K: stream-K (which also runs split-K and data-parallel).
+# Compile-time configurations, one library each. Round 1 (results/cutlass_probe_h100_round1.json)
+# measured 16: the stock 128x256 / 256x128 cooperative tiles with and without 2-CTA clusters,
+# ping-pong 128x128 / 64x256 / 64x128, and the stream-K scheduler with 128x256, 256x128,
+# 128x192, 128x128, 128x64 and 128x128x128 tiles. Kept here: those that led a shape or came
+# within ~2 % of its leader. Added in round 2: 2x2 clusters and a ping-pong cluster for the
+# large cubes, a 128x192 persistent tile for 3000^3's wave quantization, and batched split-K
+# (fp32 partials + an in-order reduce) for small M, where the stream-K scheduler's split-K lost.
 CONFIGS = [
+    _cfg(64, 128, 64, 1, 1, "pingpong", "batched_splitk"),
     _cfg(128, 256, 64, 2, 1),
-    _cfg(128, 256, 64, 1, 2),
     _cfg(128, 256, 64, 1, 1),
     _cfg(256, 128, 64, 1, 2),
-    _cfg(256, 128, 64, 2, 1),
     _cfg(128, 128, 64, 2, 1, "pingpong"),
-    _cfg(128, 128, 64, 1, 2, "pingpong"),
-    _cfg(64, 256, 64, 1, 1, "pingpong"),
     _cfg(64, 128, 64, 1, 1, "pingpong"),
     _cfg(128, 256, 64, 2, 1, scheduler="streamk"),
     _cfg(256, 128, 64, 1, 2, scheduler="streamk"),
-    _cfg(128, 128, 64, 1, 1, scheduler="streamk"),
-    _cfg(128, 128, 64, 2, 1, scheduler="streamk"),
     _cfg(128, 192, 64, 1, 1, scheduler="streamk"),
-    _cfg(128, 64, 64, 1, 1, scheduler="streamk"),
-    _cfg(128, 128, 128, 1, 1, scheduler="streamk"),
+    _cfg(64, 256, 64, 1, 1, "pingpong", "batched_splitk"),
+    _cfg(128, 128, 64, 1, 1, scheduler="batched_splitk"),
+    _cfg(128, 256, 64, 2, 2),
+    _cfg(128, 128, 64, 2, 2, "pingpong"),
+    _cfg(64, 256, 64, 2, 1, "pingpong"),
+    _cfg(128, 192, 64, 2, 1),
 ]
 
 # Extra builds checked for correctness only (epilogues and layouts; --check-layouts).
@@ -82,8 +86,16 @@ LAYOUT_CHECKS = [
     ("NT+bias+silu", _cfg(128, 128, 64, 1, 1, scheduler="streamk")),
     ("TN+bias+gelu", _cfg(128, 256, 64, 2, 1)),
     ("NN+bias+relu", _cfg(64, 128, 64, 1, 1, "pingpong")),
+    ("NT+bias+gelu", _cfg(64, 128, 64, 1, 1, "pingpong", "batched_splitk")),
 ]
 LAYOUT_SHAPES = [(3, 5, 7), (127, 96, 200), (77, 3072, 768), (1000, 1000, 1000), (256, 2048, 7168)]
+
+# A valid run-time half for each scheduler, for building (the library does not depend on it).
+BUILD_RUNTIME = {
+    "persistent": {},
+    "streamk": {"DECOMPOSITION": "streamk"},
+    "batched_splitk": {"DECOMPOSITION": "splitk", "SPLITS": 4},
+}
 
 PERSISTENT_VARIANTS = [  # (RASTER, SWIZZLE): super-tile rasterization along either side
     ("heuristic", 1),
@@ -113,18 +125,28 @@ def problem_of(shape, layout="NN") -> Problem:
     return Problem("matmul", tuple(shape), "bf16", layout)
 
 
-def split_choices(shape, config, sms: int = 132) -> list[int]:
-    """Split-K counts worth a row: enough work units to fill the SMs, >= 4 K-tiles a split."""
+def split_choices(shape, config, sms: int = 132, count: int = 2) -> list[int]:
+    """Split-K counts worth a row: enough work units to fill the SMs, >= 4 K-tiles a split,
+    K cut into whole 16-byte pieces; the `count` largest."""
     m, n, k = shape
     tiles = -(-m // config["TILE_M"]) * -(-n // config["TILE_N"])
     k_tiles = -(-k // config["TILE_K"])
-    fits = [s for s in (2, 3, 4, 6, 8, 12, 16) if tiles * s <= 1.1 * sms and k_tiles >= 4 * s]
-    return fits[-2:]
+    fits = [
+        s
+        for s in (2, 3, 4, 6, 8, 12, 16)
+        if tiles * s <= 1.1 * sms and k_tiles >= 4 * s and k % (8 * s) == 0
+    ]
+    return fits[-count:]
 
 
 def variants(shape, config) -> list[dict[str, Any]]:
     """The run-time settings tried for one configuration at one shape."""
     m, n, _ = shape
+    if config["SCHEDULER"] == "batched_splitk":  # only where tiles alone leave SMs idle
+        return [
+            {"RASTER": "heuristic", "SWIZZLE": 1, "SPLITS": s, "DECOMPOSITION": "splitk"}
+            for s in split_choices(shape, config, count=3)
+        ]
     if config["SCHEDULER"] == "persistent":
         few = m * n < 2048 * 2048  # few tiles: the order of a handful matters little
         chosen = PERSISTENT_VARIANTS[:1] if few else PERSISTENT_VARIANTS
@@ -199,9 +221,7 @@ def build_tasks(shape_list) -> dict[str, str]:
     wanted += [(LAYOUT_SHAPES[-1], layout, c) for layout, c in LAYOUT_CHECKS]
     for shape, layout, config in wanted:
         problem = problem_of(shape, layout)
-        params = {**fam.default(problem), **config}
-        if config["SCHEDULER"] == "streamk":
-            params["DECOMPOSITION"] = "streamk"
+        params = {**fam.default(problem), **config, **BUILD_RUNTIME[config["SCHEDULER"]]}
         text = f"{layout} {config_label(config)}"
         if text not in tasks and fam.check(problem, params) is None:
             tasks[text] = fam.render(problem, params)
@@ -399,9 +419,7 @@ def check_layouts() -> list[dict[str, Any]]:
     for layout, config in LAYOUT_CHECKS:
         for shape in LAYOUT_SHAPES:
             problem = problem_of(shape, layout)
-            params = {**fam.default(problem), **config}
-            if config["SCHEDULER"] == "streamk":
-                params.update(DECOMPOSITION="streamk")
+            params = {**fam.default(problem), **config, **BUILD_RUNTIME[config["SCHEDULER"]]}
             source = fam.render(problem, params)
             t0 = time.time()
             try:
@@ -522,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds-per-shape", type=float, default=15.0)
     parser.add_argument("--budget-s", type=float, default=420.0, help="time no shape after this")
     parser.add_argument("--check-layouts", action="store_true")
-    parser.add_argument("--evaluate", default="", help="shape name: harness.evaluate its best")
+    parser.add_argument("--evaluate", default="", help="shape names: harness.evaluate the best")
     parser.add_argument("--profile", default="", help="names: run their best once for ncu")
     args = parser.parse_args(argv)
     if args.profile:
@@ -565,8 +583,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.check_layouts:
         report["layout_checks"] = check_layouts()
         save()
-    # The evaluated shape first: its evaluation must not be cut by the time budget.
-    shape_list.sort(key=lambda item: item[0] != args.evaluate)
+    # The evaluated shapes first: their evaluations must not be cut by the time budget.
+    evaluate = [n for n in args.evaluate.split(",") if n]
+    shape_list.sort(key=lambda item: item[0] not in evaluate)
+    report["evaluations"] = []
     for name, shape in shape_list:
         if time.time() - t0 > args.budget_s:
             report["shapes"].append({"name": name, "shape": list(shape), "skipped": "budget"})
@@ -574,8 +594,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         report["shapes"].append(measure_shape(name, shape, args.seconds_per_shape))
         save()
-        if name == args.evaluate:
-            report["evaluation"] = evaluate_best(name, report)
+        if name in evaluate:
+            report["evaluations"].append(evaluate_best(name, report))
             save()
     print_summary(report)
     print(f"# done in {time.time() - t0:.0f}s, wrote {out_path}")

@@ -94,6 +94,8 @@ def test_the_pinned_headers_are_the_ones_requirements_install():
         ({"SPLITS": 2, "DECOMPOSITION": "splitk"}, "persistent scheduler"),
         ({"SCHEDULER": "streamk", "SPLITS": 2, "DECOMPOSITION": "streamk"}, "SPLITS > 1"),
         ({"SCHEDULER": "streamk", "SPLITS": 1, "DECOMPOSITION": "splitk"}, "SPLITS > 1"),
+        ({"SCHEDULER": "batched_splitk", "SPLITS": 4, "DECOMPOSITION": "streamk"}, "batched"),
+        ({"SCHEDULER": "batched_splitk", "SPLITS": 1, "DECOMPOSITION": "splitk"}, "SPLITS > 1"),
     ],
 )
 def test_check_refuses_points_that_cannot_fit_or_build(changes, reason):
@@ -109,6 +111,15 @@ def test_check_refuses_points_that_cannot_fit_or_build(changes, reason):
         {"SCHEDULER": "streamk", "SPLITS": 4, "DECOMPOSITION": "splitk", "TILE_N": 128},
         {"SCHEDULE": "pingpong", "TILE_M": 64, "TILE_N": 256, "CLUSTER_M": 1},
         {"TILE_M": 256, "TILE_N": 128, "CLUSTER_M": 1, "CLUSTER_N": 2, "STAGES": 3},
+        {
+            "SCHEDULER": "batched_splitk",
+            "SPLITS": 6,
+            "DECOMPOSITION": "splitk",
+            "TILE_M": 64,
+            "TILE_N": 128,
+            "SCHEDULE": "pingpong",
+            "CLUSTER_M": 1,
+        },
     ],
 )
 def test_check_accepts_the_stock_configurations(changes):
@@ -160,6 +171,8 @@ def test_the_flags_carry_layout_epilogue_and_point(load, layout, expected):
     assert (flags["KF_TILE_N"], flags["KF_SCHEDULER"], flags["KF_STAGES"]) == ("192", "1", "3")
     assert "-gencode=arch=compute_90a,code=sm_90a" in lib.flags
     assert lib.headers == (CUTLASS_PIN,)
+    batched = {**params, "SCHEDULER": "batched_splitk", "DECOMPOSITION": "splitk", "SPLITS": 4}
+    assert "-DKF_SCHEDULER=2" in load(problem(layout=layout, dtype="fp16"), batched)[1].flags
     # Run-time settings are not in the flags: one library serves every raster/swizzle/split.
     other = load(problem(layout=layout, dtype="fp16"), {**params, "RASTER": "along_m"})[1]
     assert other.flags == lib.flags and other.source == lib.source
@@ -235,6 +248,17 @@ def test_run_refuses_cpu_tensors_with_a_clear_message(load):
         module.run(a, b, out=torch.zeros(64, 128))
 
 
+BATCHED = {
+    "TILE_M": 64,
+    "TILE_N": 128,
+    "CLUSTER_M": 1,
+    "SCHEDULE": "pingpong",
+    "SCHEDULER": "batched_splitk",
+    "SPLITS": 4,
+    "DECOMPOSITION": "splitk",
+}
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="builds with nvcc")
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an sm_90 GPU")
@@ -244,6 +268,8 @@ def test_run_refuses_cpu_tensors_with_a_clear_message(load):
         ((512, 1024, 2048), "NN", {}),
         ((3, 5, 7), "NN", {}),  # the padded path on the same library
         ((256, 2048, 7168), "NN", {"SCHEDULER": "streamk", "SPLITS": 4, "DECOMPOSITION": "splitk"}),
+        ((128, 1536, 7168), "NT+bias+gelu", BATCHED),
+        ((17, 33, 65), "NT+bias+gelu", BATCHED),  # the padded path through batched split-K
     ],
 )
 def test_the_built_kernel_is_correct_on_the_gpu(shape, layout, changes):

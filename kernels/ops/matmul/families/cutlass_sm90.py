@@ -11,9 +11,13 @@ depend on the torch version and can be made on a machine without a GPU.
 
 Compile-time levers: tile (M, N, K), cluster (TMA multicast of the shared operand), kernel
 schedule (cooperative: two consumer warpgroups split one tile; ping-pong: each warpgroup owns a
-tile and their epilogues overlap the other's mainloop), tile scheduler (persistent, or stream-K
-which also does split-K and data-parallel), stages (0: as many as fit). Run-time levers, no
-rebuild: raster order, swizzle (super-tile width in tiles), split count and decomposition mode.
+tile and their epilogues overlap the other's mainloop), tile scheduler (persistent; stream-K,
+which also does split-K and data-parallel, its partial tiles added CTA after CTA in a fixed
+order; or batched split-K: K cut into SPLITS batches of one persistent GEMM writing fp32
+partials, then a second kernel sums them in order and applies bias and activation, so small-M
+shapes get enough CTAs with any schedule and no CTA waits on another), stages (0: as many as
+fit). Run-time levers, no rebuild: raster order, swizzle (super-tile width in tiles), split
+count and decomposition mode.
 
 The alignment rule (one place: `fast_path_blocker`): TMA needs every operand's rows 16-byte
 aligned, i.e. the contiguous extent (K, N or M by layout) a multiple of 8 elements. The
@@ -60,7 +64,7 @@ ALIGN = 8  # TMA: 16-byte aligned rows of fp16/bf16
 ELEMENT_CODES = {"bf16": 0, "fp16": 1}
 ACTIVATION_CODES = {"none": 0, "relu": 1, "silu": 2, "gelu": 3}
 SCHEDULE_CODES = {"cooperative": 0, "pingpong": 1}
-SCHEDULER_CODES = {"persistent": 0, "streamk": 1}
+SCHEDULER_CODES = {"persistent": 0, "streamk": 1, "batched_splitk": 2}
 RASTER_CODES = {"heuristic": 0, "along_m": 1, "along_n": 2}
 DECOMPOSITION_CODES = {"heuristic": 0, "data_parallel": 1, "splitk": 2, "streamk": 3}
 
@@ -138,7 +142,7 @@ def _launch(a, b, bias, out):
     m, n = out.shape
     k = a.shape[0] if A_TRANS else a.shape[1]
     ws_bytes, ws_ptr, workspace = 0, None, None
-    if SCHEDULER == "streamk":
+    if SCHEDULER != "persistent":  # stream-K's fixup area, batched split-K's fp32 partials
         ws_bytes = _LIB.kf_workspace_size(m, n, k, *_RUNTIME)
         if ws_bytes:  # stream-ordered: freed after the launch, reused only behind it
             workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=out.device)
@@ -232,7 +236,7 @@ class CutlassSm90Matmul(Family):
                 "CLUSTER_M": [1, 2, 4],
                 "CLUSTER_N": [1, 2],
                 "SCHEDULE": ["cooperative", "pingpong"],
-                "SCHEDULER": ["persistent", "streamk"],
+                "SCHEDULER": ["persistent", "streamk", "batched_splitk"],
                 "STAGES": [0, 2, 3, 4, 5, 6, 7],
                 "RASTER": ["heuristic", "along_m", "along_n"],
                 "SWIZZLE": [1, 2, 4, 8],
@@ -245,6 +249,7 @@ class CutlassSm90Matmul(Family):
                 "stages*(TILE_M+TILE_N)*TILE_K*2 + 32 KiB epilogue <= 227 KiB (auto: >= 2 fit)",
                 "CLUSTER_M*CLUSTER_N <= 4",
                 "streamk needs cooperative; persistent: DECOMPOSITION data_parallel, SPLITS 1",
+                "batched_splitk: DECOMPOSITION splitk (SPLITS > 1)",
                 "SPLITS > 1 exactly when DECOMPOSITION is splitk",
                 "the problem's rows are 16-byte aligned (else the padded path would be timed)",
             ),
@@ -292,6 +297,8 @@ class CutlassSm90Matmul(Family):
             return (
                 "the persistent scheduler is data-parallel: DECOMPOSITION data_parallel, SPLITS 1"
             )
+        if p["SCHEDULER"] == "batched_splitk" and p["DECOMPOSITION"] != "splitk":
+            return "batched split-K splits K: DECOMPOSITION splitk with SPLITS > 1"
         if (p["SPLITS"] > 1) != (p["DECOMPOSITION"] == "splitk"):
             return "SPLITS > 1 goes with DECOMPOSITION splitk, and splitk with SPLITS > 1"
         return self.shape_blocker(problem)
