@@ -29,7 +29,7 @@ def test_it_records_every_attempt_and_keeps_only_verified_wins():
         params = constants(event.source)
         if "SPLIT_K" in params:
             assert event.verdict is AttemptVerdict.INCORRECT
-        elif params["BLOCK_M"] == 16:
+        elif params.get("BLOCK_M") == 16:  # CUTLASS points name their tile TILE_M
             assert event.verdict is AttemptVerdict.COMPILE_FAILED
         elif event.speedup > best * 1.01:
             assert event.verdict is AttemptVerdict.KEPT, event.reason

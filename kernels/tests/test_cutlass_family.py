@@ -8,13 +8,14 @@ from __future__ import annotations
 import ctypes
 import re
 import shutil
+import sys
 import types
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
 
-import harness.cuda_ext
 from kernels import get_op
 from kernels.ops.matmul.families.cutlass_sm90 import (
     CUDA_SOURCE,
@@ -57,16 +58,33 @@ class FakeLibrary:
         self.kf_describe = FakeFunction(b"fake")
 
 
+@dataclass(frozen=True)
+class FakeCudaLibrary:
+    """What the candidate asks harness.cuda_ext to build (name, source, flags, headers)."""
+
+    name: str
+    source: str
+    flags: tuple[str, ...]
+    headers: tuple[str, ...] = ()
+
+
 @pytest.fixture
 def load(monkeypatch):
-    """Import a rendered candidate with the library replaced by a FakeLibrary."""
+    """Import a rendered candidate whose `harness.cuda_ext` is a stand-in returning a
+    FakeLibrary (kernels/ imports nothing of harness/; the build is the edge here)."""
     loaded = []
 
     def fake_load_library(lib):
         loaded.append(lib)
         return FakeLibrary()
 
-    monkeypatch.setattr(harness.cuda_ext, "load_library", fake_load_library)
+    cuda_ext = types.ModuleType("harness.cuda_ext")
+    cuda_ext.CudaLibrary = FakeCudaLibrary
+    cuda_ext.load_library = fake_load_library
+    package = types.ModuleType("harness")
+    package.cuda_ext = cuda_ext
+    monkeypatch.setitem(sys.modules, "harness", package)
+    monkeypatch.setitem(sys.modules, "harness.cuda_ext", cuda_ext)
 
     def _load(prob, params):
         module = types.ModuleType("cutlass_candidate")  # fresh each time: a new import
