@@ -303,15 +303,15 @@ def load_library(lib: CudaLibrary) -> ctypes.CDLL:
     """The cached build of `lib`, else a fresh one; loaded with ctypes, reported like load_cuda."""
     t0 = time.perf_counter()
     path = find_library(lib)
-    handle = None
+    handle, stale = None, False
     if path is not None:
         try:
             handle = ctypes.CDLL(path)
         except OSError:  # built elsewhere against a newer libc/libstdc++: a cache miss
-            path = None
+            stale = True
     cached = handle is not None
     if handle is None:
-        path = build_library(lib, rebuild=True)
+        path = build_library(lib, rebuild=stale)
         handle = ctypes.CDLL(path)
     report = {"cached": cached, "key": lib.key, "so": path, "seconds": time.perf_counter() - t0}
     if path not in _LIBRARY_RESOURCES:  # one cuobjdump per file, however often it is loaded

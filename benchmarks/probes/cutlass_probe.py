@@ -484,6 +484,7 @@ def profile_best(results_path: str, names: list[str]) -> int:
             --nvtx-include "odd_cube_3000_torch/" --set full -o out \\
             python -m benchmarks.probes.cutlass_probe --profile odd_cube_3000 --out RESULTS
     """
+    from benchmarks.probes.matmul_profile import run_in_ranges
     from kernels import get_op
     from kernels.candidate import load_module
 
@@ -495,22 +496,32 @@ def profile_best(results_path: str, names: list[str]) -> int:
         module = load_module(family().render(problem, entry["best"]["params"]))
         inputs = op.make_inputs(problem, seed=0, device="cuda")
         out = torch.empty(entry["shape"][0], entry["shape"][1], dtype=torch.bfloat16, device="cuda")
-        calls = {
-            "cand": lambda m=module, x=inputs, o=out: m.run(*x, out=o),
-            "torch": lambda x=inputs, o=out: torch.matmul(x[0], x[1], out=o),
-        }
-        for who, fn in calls.items():
-            for _ in range(3):
-                fn()
-            torch.cuda.synchronize()
-            torch.cuda.nvtx.range_push(f"{name}_{who}")
-            fn()
-            torch.cuda.nvtx.range_pop()
-            torch.cuda.synchronize()
-            print(
-                f"# profiled {name}_{who}: {entry['best']['label'] if who == 'cand' else 'torch'}"
-            )
+        run_in_ranges(name, module, inputs, out, entry["best"]["label"])
     return 0
+
+
+def evaluate_recorded(results_path: str, names: list[str], out: str) -> int:
+    """harness.evaluate the best points a probe run recorded, with the current code (no new
+    timing sweep); the evaluations go to `out`."""
+    from benchmarks.__main__ import device_info
+
+    report = json.loads(Path(results_path).read_text())
+    evaluations = [evaluate_best(name, report) for name in names]
+    Path(out).write_text(
+        json.dumps(
+            {
+                "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                "command": "python -m benchmarks.probes.cutlass_probe " + " ".join(sys.argv[1:]),
+                "device": device_info(),
+                "results": results_path,
+                "evaluations": evaluations,
+            },
+            indent=1,
+            default=str,
+        )
+        + "\n"
+    )
+    return 0 if all(e.get("verdict") == "passed" for e in evaluations) else 1
 
 
 # ---------------------------------------------------------------- main
@@ -542,9 +553,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check-layouts", action="store_true")
     parser.add_argument("--evaluate", default="", help="shape names: harness.evaluate the best")
     parser.add_argument("--profile", default="", help="names: run their best once for ncu")
+    parser.add_argument(
+        "--results", default="", help="with --evaluate: evaluate the best points of this JSON"
+    )
     args = parser.parse_args(argv)
     if args.profile:
-        return profile_best(args.out, args.profile.split(","))
+        return profile_best(args.results or args.out, args.profile.split(","))
+    if args.results and args.evaluate:
+        return evaluate_recorded(args.results, args.evaluate.split(","), args.out)
     os.environ.setdefault("KF_COMPILE_CACHE", str(Path(DEFAULT_CACHE).resolve()))
     Path(os.environ["KF_COMPILE_CACHE"]).mkdir(parents=True, exist_ok=True)
     names = [n for n in args.names.split(",") if n]

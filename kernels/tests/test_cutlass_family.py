@@ -262,8 +262,11 @@ def test_run_refuses_cpu_tensors_with_a_clear_message(load):
     prob = problem((64, 128, 256), "NN")
     module, _ = load(prob, FAMILY.default(prob))
     a, b = torch.zeros(64, 256), torch.zeros(256, 128)
-    with pytest.raises(RuntimeError, match="CUDA tensors"):
+    with pytest.raises(TypeError, match="bf16 tensors only"):
         module.run(a, b, out=torch.zeros(64, 128))
+    a, b = a.bfloat16(), b.bfloat16()
+    with pytest.raises(RuntimeError, match="CUDA tensors"):
+        module.run(a, b, out=torch.zeros(64, 128, dtype=torch.bfloat16))
 
 
 BATCHED = {

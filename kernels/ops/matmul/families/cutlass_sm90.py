@@ -183,6 +183,9 @@ def _run_padded(a, b, bias, out):
 
 def run(a, b, *rest, out):
     bias = rest[0] if HAS_BIAS else None
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[DTYPE]
+    if any(t.dtype != dtype for t in (a, b, out, *rest)):
+        raise TypeError(f"this candidate is built for {DTYPE} tensors only")
     if not out.is_cuda:
         raise RuntimeError("matmul_cutlass_sm90 runs on CUDA tensors only (an sm_90 GPU)")
     with torch.cuda.device(out.device):
