@@ -88,6 +88,7 @@ def optimize_with_agent(problem: Problem, budget_s: float, log: TextIO) -> Probl
 def optimize_with_families(problem: Problem, budget_s: float, log: TextIO) -> ProblemOutcome:
     """Each family's default point, evaluated by the harness (quick protocol); best kept."""
     from harness import Candidate, EvalConfig, evaluate
+    from harness.results import Backend
     from kernels import get_op
 
     start = time.monotonic()
@@ -97,7 +98,10 @@ def optimize_with_families(problem: Problem, budget_s: float, log: TextIO) -> Pr
             break
         params = family.default(problem)
         source = family.render(problem, params)
-        ev = evaluate(Candidate(source), problem, config=EvalConfig(quick=True))
+        # The family's backend: a CUDA C++/CUTLASS build gets its compile time (and none is
+        # tried without a GPU), as in the agent's own evaluations.
+        candidate = Candidate(source, Backend.of_family(family.backend), f"family:{family.name}")
+        ev = evaluate(candidate, problem, config=EvalConfig(quick=True))
         speedup = ev.speedup("torch") if ev.ok else None
         log.write(
             json.dumps({"family": family.name, "verdict": str(ev.verdict), "speedup": speedup})

@@ -16,6 +16,7 @@ memory per kernel) comes from `cuobjdump -res-usage` on the built library.
 
 from __future__ import annotations
 
+import ctypes
 import glob
 import hashlib
 import importlib.machinery
@@ -24,7 +25,9 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
+from dataclasses import dataclass
 
 DEFAULT_CUDA_FLAGS = ("-O3", "-lineinfo")
 _REPORTS: list[dict] = []
@@ -139,3 +142,183 @@ def last_build_report() -> dict:
         values = [r[field] for r in _REPORTS if r.get(field) is not None]
         merged[field] = max(values) if values else None
     return merged
+
+
+# ---------------------------------------------------------------- plain C-ABI libraries
+#
+# A candidate may also build its CUDA code as a plain shared library with an `extern "C"` entry
+# point and call it through ctypes (the CUTLASS family does): no torch headers, no pybind11, so
+# the build does not depend on the torch version and can be made on a machine without a GPU
+# and carried to one. The cache layout is the one above (<cache>/<key>/<file>.so, built under
+# TORCH_EXTENSIONS_DIR/<key>/ in the sandbox and kept by the parent), with its own key.
+
+LIBRARY_CACHE_VERSION = "kf-cuda-lib-v1"
+NVCC_TIMEOUT_S = 1200  # CUTLASS kernels take minutes on a busy core
+
+
+class CudaBuildError(RuntimeError):
+    """nvcc is missing or failed; the message ends with the compiler's log."""
+
+
+@dataclass(frozen=True)
+class CudaLibrary:
+    """One nvcc build of a self-contained .cu source into a C-ABI shared library.
+
+    The key is the source, the flags (the target architecture belongs there), the pinned header
+    packages and the nvcc version. `headers` names pip packages that ship C++ headers, pinned
+    ("nvidia-cutlass==4.2.0.0"); their include folders are found in the installed package at
+    build time only, so a cached build needs neither the package nor its path.
+    """
+
+    name: str
+    source: str
+    flags: tuple[str, ...]
+    headers: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        parts = [LIBRARY_CACHE_VERSION, self.name, self.source, *self.flags, *self.headers]
+        text = "\0".join(parts) + "\0nvcc " + nvcc_version()
+        return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.name}_{self.key}.so"
+
+    def command(self, source_path: str, output_path: str) -> list[str]:
+        """The nvcc command line that builds `source_path` into `output_path`."""
+        includes = [f"-I{d}" for pin in self.headers for d in header_include_dirs(pin)]
+        return [
+            nvcc_path() or "nvcc",
+            *self.flags,
+            *includes,
+            "-Xcompiler=-fPIC",
+            "-shared",
+            "-o",
+            output_path,
+            source_path,
+        ]
+
+
+# Header-only pip packages: (import package, include folders inside it).
+HEADER_PACKAGES = {
+    "nvidia-cutlass": ("cutlass_library", ("source/include", "source/tools/util/include")),
+}
+
+
+def header_include_dirs(pin: str) -> list[str]:
+    """Include folders of the installed package pinned as 'name==version'; CudaBuildError when
+    it is missing or another version is installed (a build must use the pinned headers)."""
+    import importlib.metadata
+    import importlib.util
+
+    name, _, version = pin.partition("==")
+    if name not in HEADER_PACKAGES:
+        raise CudaBuildError(f"unknown header package {name!r}; known: {sorted(HEADER_PACKAGES)}")
+    try:
+        installed = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        installed = None
+    if installed != version:
+        found = f"version {installed} is installed" if installed else "it is not installed"
+        raise CudaBuildError(f"building needs {pin} (pip install {pin}); {found}")
+    package, folders = HEADER_PACKAGES[name]
+    spec = importlib.util.find_spec(package)  # locates it without running its __init__
+    if spec is None or not spec.submodule_search_locations:
+        raise CudaBuildError(f"{pin} is installed but its package {package!r} is not importable")
+    root = list(spec.submodule_search_locations)[0]
+    return [os.path.join(root, folder) for folder in folders]
+
+
+def nvcc_path() -> str | None:
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
+    found = shutil.which("nvcc") or os.path.join(home, "bin", "nvcc")
+    return found if os.path.isfile(found) else None
+
+
+_NVCC_VERSION: dict[str, str] = {}
+
+
+def nvcc_version() -> str:
+    """'13.0.88' from `nvcc --version` (once per process); CudaBuildError without nvcc."""
+    path = nvcc_path()
+    if path is None:
+        raise CudaBuildError("nvcc not found (PATH, CUDA_HOME): CUDA C++ cannot be built here")
+    if path not in _NVCC_VERSION:
+        text = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, timeout=60
+        ).stdout
+        m = re.search(r"V(\d+\.\d+\.\d+)", text) or re.search(r"release (\d+\.\d+)", text)
+        _NVCC_VERSION[path] = m.group(1) if m else text.strip()[-80:]
+    return _NVCC_VERSION[path]
+
+
+def library_build_root() -> str:
+    """Where a build goes: the sandbox's scratch build folder, else the writable cache, else
+    a temporary folder."""
+    return (
+        os.environ.get("TORCH_EXTENSIONS_DIR")
+        or os.environ.get("KF_COMPILE_CACHE")
+        or os.path.join(tempfile.gettempdir(), "kf-cuda-lib")
+    )
+
+
+def find_library(lib: CudaLibrary) -> str | None:
+    """A cached or already built library file for `lib`, if any."""
+    for root in (os.environ.get("KF_COMPILE_CACHE"), library_build_root()):
+        if root:
+            path = os.path.join(root, lib.key, lib.file_name)
+            if os.path.isfile(path):
+                return path
+    return None
+
+
+def build_library(lib: CudaLibrary, root: str | None = None, *, rebuild: bool = False) -> str:
+    """Build `lib` under `root`/<key>/ (nothing to do if it is there, unless `rebuild`);
+    returns the .so path."""
+    folder = os.path.join(root or library_build_root(), lib.key)
+    target = os.path.join(folder, lib.file_name)
+    if os.path.isfile(target) and not rebuild:
+        return target
+    os.makedirs(folder, exist_ok=True)
+    source = os.path.join(folder, f"{lib.name}.cu")
+    with open(source, "w") as f:
+        f.write(lib.source)
+    # Built aside and renamed: a concurrent reader never loads half a file.
+    partial = os.path.join(folder, f".{lib.file_name}.{os.getpid()}.{time.monotonic_ns()}")
+    try:
+        proc = subprocess.run(
+            lib.command(source, partial), capture_output=True, text=True, timeout=NVCC_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise CudaBuildError(f"nvcc ran past {NVCC_TIMEOUT_S} s building {lib.name}") from exc
+    if proc.returncode != 0 or not os.path.isfile(partial):
+        log = (proc.stdout + proc.stderr)[-6000:]
+        raise CudaBuildError(f"nvcc failed building {lib.name} (exit {proc.returncode}):\n{log}")
+    os.replace(partial, target)
+    return target
+
+
+def load_library(lib: CudaLibrary) -> ctypes.CDLL:
+    """The cached build of `lib`, else a fresh one; loaded with ctypes, reported like load_cuda."""
+    t0 = time.perf_counter()
+    path = find_library(lib)
+    handle, stale = None, False
+    if path is not None:
+        try:
+            handle = ctypes.CDLL(path)
+        except OSError:  # built elsewhere against a newer libc/libstdc++: a cache miss
+            stale = True
+    cached = handle is not None
+    if handle is None:
+        path = build_library(lib, rebuild=stale)
+        handle = ctypes.CDLL(path)
+    report = {"cached": cached, "key": lib.key, "so": path, "seconds": time.perf_counter() - t0}
+    if path not in _LIBRARY_RESOURCES:  # one cuobjdump per file, however often it is loaded
+        _LIBRARY_RESOURCES[path] = resource_usage(path)
+    report.update(_LIBRARY_RESOURCES[path])
+    _REPORTS.append(report)
+    return handle
+
+
+_LIBRARY_RESOURCES: dict[str, dict] = {}

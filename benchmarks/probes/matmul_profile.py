@@ -36,20 +36,26 @@ def main(argv: list[str] | None = None) -> int:
         module = load_module(families[r["family"]].render(problem, r["params"]))
         inputs = op.make_inputs(problem, seed=0, device="cuda")
         out = torch.empty(problem.shape[0], problem.shape[1], dtype=torch.bfloat16, device="cuda")
-        calls = {
-            "cand": lambda m=module, x=inputs, o=out: m.run(*x, out=o),
-            "torch": lambda x=inputs, o=out: torch.matmul(x[0], x[1], out=o),
-        }
-        for who, fn in calls.items():
-            for _ in range(3):
-                fn()
-            torch.cuda.synchronize()
-            torch.cuda.nvtx.range_push(f"{short}_{who}")
-            fn()
-            torch.cuda.nvtx.range_pop()
-            torch.cuda.synchronize()
-            print(f"# profiled {short}_{who}: {r['family'] if who == 'cand' else 'torch.matmul'}")
+        run_in_ranges(short, module, inputs, out, r["family"])
     return 0
+
+
+def run_in_ranges(name: str, module, inputs, out, what: str) -> None:
+    """The candidate and torch.matmul, each warmed up outside any range, then called once
+    inside the NVTX range <name>_cand / <name>_torch (what ncu --nvtx-include selects)."""
+    calls = {
+        "cand": lambda: module.run(*inputs, out=out),
+        "torch": lambda: torch.matmul(inputs[0], inputs[1], out=out),
+    }
+    for who, fn in calls.items():
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_push(f"{name}_{who}")
+        fn()
+        torch.cuda.nvtx.range_pop()
+        torch.cuda.synchronize()
+        print(f"# profiled {name}_{who}: {what if who == 'cand' else 'torch.matmul'}", flush=True)
 
 
 if __name__ == "__main__":

@@ -50,9 +50,14 @@ class Screened:
 
 
 def points(problem: Problem, limit: int = POINTS_PER_PROBLEM) -> list[dict]:
-    """Up to `limit` valid, distinct (family, full params) points, starting points first."""
+    """Up to `limit` valid, distinct (family, full params) points, starting points first.
+
+    Triton families only: a CUDA C++ or CUTLASS configuration is one nvcc build of a minute or
+    more, and the CUTLASS leaders of a large matmul (its first six starting points) would
+    overrun this one child's wall clock; the agent's screen builds those, each in its own child.
+    """
     op = kernels.get_op(problem.op)
-    families = {f.name: f for f in op.families()}
+    families = {f.name: f for f in op.families() if f.backend == "triton"}
     partials = list(op.starting_points(problem)) + [(name, {}) for name in families]
     out: list[dict] = []
     for name, partial in partials:

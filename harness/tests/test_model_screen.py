@@ -16,6 +16,18 @@ def test_points_start_from_the_ops_starting_points_and_are_valid():
     assert len({str(p["params"]) for p in found}) == 3
 
 
+def test_only_triton_families_are_screened_in_the_one_child():
+    """The CUTLASS leaders of a large matmul are minute-long nvcc builds each: six of them
+    would overrun the child's wall clock and fail the whole model's screen."""
+    import kernels
+
+    problem = kernels.parse_problem("matmul", "2048x4096x4096", "bf16", "NN")
+    assert kernels.get_op("matmul").starting_points(problem)[0][0] == "matmul_cutlass_sm90"
+    found = points(problem)
+    backends = {f.name: f.backend for f in kernels.get_op("matmul").families()}
+    assert len(found) == 6 and {backends[p["family"]] for p in found} == {"triton"}
+
+
 def test_it_screens_points_and_gates_the_best_on_the_sweep():
     problems = [
         Problem("swiglu_gate", (8, 64, 32), "fp16"),

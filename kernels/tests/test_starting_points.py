@@ -60,8 +60,8 @@ def test_matmul_starts_each_shape_class_from_the_family_that_led_it():
         if spec[0] == "matmul"
     }
     assert first == {
-        "4096x4096x4096": "matmul_persistent_tma",
-        "1024x1024x8192": "matmul_splitk_tma",
+        "4096x4096x4096": "matmul_cutlass_sm90",
+        "1024x1024x8192": "matmul_cutlass_sm90",
         "1x4096x4096": "matmul_weight_stream",
         "128x128x128": "matmul_tiled",
         "512x384x256": "matmul_tiled",
@@ -81,3 +81,27 @@ def test_a_row_wise_op_puts_the_leader_of_the_nearest_measured_width_first():
     wide = op.starting_points(parse_problem("cross_entropy", "4096x128256", "bf16"))
     assert narrow[0][1]["MODE"] == "one_pass" and wide[0][1]["MODE"] == "two_pass"
     assert len(narrow) == len({str(sorted(p.items())) for _, p in narrow}), "no duplicates"
+
+
+def test_cutlass_points_lead_where_measured_and_stay_out_where_they_cannot_serve():
+    op = all_ops()["matmul"]
+
+    def families(spec):
+        return [name for name, _ in op.starting_points(parse_problem(*spec))]
+
+    # Large and deep-K bf16 shapes start from CUTLASS; the Triton leaders follow.
+    large = families(("matmul", "2048x14336x4096", "bf16", "NN"))
+    assert large[0] == "matmul_cutlass_sm90" and "matmul_persistent_tma" in large
+    deep = families(("matmul", "4096x3584x18944", "bf16", "NN"))
+    assert deep[0] == "matmul_cutlass_sm90" and "matmul_splitk_tma" in deep
+    # Small M against a deep K: batched split-K first.
+    small_m = op.starting_points(parse_problem("matmul", "128x1536x7168", "bf16", "NN"))
+    assert small_m[0][1]["SCHEDULER"] == "batched_splitk"
+    # Decode (the weight-streaming families'), tiny, short K and rows TMA cannot take: none.
+    for spec in [
+        ("matmul", "16x4096x4096", "bf16", "NN"),
+        ("matmul", "128x128x128", "bf16", "NN"),
+        ("matmul", "512x384x256", "bf16", "TN+bias+gelu"),
+        ("matmul", "1024x50257x768", "bf16", "NN"),
+    ]:
+        assert "matmul_cutlass_sm90" not in families(spec), spec

@@ -239,8 +239,102 @@ _BY_CLASS: dict[str, list[Point]] = {
 }
 
 
+# CUTLASS 3.x Hopper points (matmul_cutlass_sm90), measured on an H100 against torch.matmul on
+# the unseen set plus 4096^3 (python -m benchmarks.probes.cutlass_probe, two rounds:
+# results/cutlass_probe_h100_round1.json, results/cutlass_probe_h100.json). On every shape
+# there with M > 64 they beat what the Triton families reached on the same shapes (issue 13's
+# measurements: 0.43-0.70x on the worst), so they come first in the classes they cover; where
+# they still trail torch.matmul (noted per point) the benchmark's gate falls back to torch.
+
+
+def cutlass_point(
+    tm,
+    tn,
+    cm,
+    cn,
+    schedule="cooperative",
+    scheduler="persistent",
+    raster="heuristic",
+    swizzle=1,
+    splits=1,
+    decomposition=None,
+) -> Point:
+    default_decomposition = {"persistent": "data_parallel", "streamk": "streamk"}
+    return (
+        "matmul_cutlass_sm90",
+        {
+            "TILE_M": tm,
+            "TILE_N": tn,
+            "TILE_K": 64,
+            "CLUSTER_M": cm,
+            "CLUSTER_N": cn,
+            "SCHEDULE": schedule,
+            "SCHEDULER": scheduler,
+            "STAGES": 0,
+            "RASTER": raster,
+            "SWIZZLE": swizzle,
+            "SPLITS": splits,
+            "DECOMPOSITION": decomposition or default_decomposition.get(scheduler, "splitk"),
+        },
+    )
+
+
+_cl = cutlass_point
+
+CUTLASS_LARGE = [  # both sides >= ~1000: whole waves of 128x256 tiles
+    # 4096^3 0.99x (ncu: 179 vs cuBLAS's 175 us, the same 132-CTA 2-CTA-cluster shape),
+    # 8192^3 1.01-1.04x, prefill 2048x6144x4096 / 2048x14336x4096 0.99x.
+    _cl(128, 256, 2, 1, raster="along_n", swizzle=8),
+    # Stream-K evens out the last partial wave: 2048x32000x4096 1.02x, 4096x3584x18944 1.05x.
+    _cl(128, 256, 2, 1, scheduler="streamk"),
+    _cl(128, 256, 1, 1),  # 2048x8192x28672 1.00x, 2048x6144x4096 0.995x
+    # 8192^3 on a power-throttled H100 (torch 691 TFLOP/s): 1.04x, ahead of 128x256.
+    _cl(128, 128, 2, 1, "pingpong", raster="along_n", swizzle=8),
+    _cl(128, 128, 2, 2, "pingpong", raster="along_n", swizzle=4),  # 3000^3 0.89x (best)
+    _cl(128, 192, 1, 1, scheduler="streamk"),  # 4096x576x7168 0.94x (best): N = 3 x 192
+]
+
+CUTLASS_DEEP_K = [  # K >= 4 max(M, N)
+    _cl(128, 256, 2, 1, scheduler="streamk"),  # 4096x3584x18944 1.05x
+    # 512x512x32768 0.98x: 16 tiles x 8 K-slices, fp32 partials summed in order.
+    _cl(128, 128, 1, 1, scheduler="batched_splitk", splits=8, decomposition="splitk"),
+    _cl(64, 128, 1, 1, "pingpong", "batched_splitk", splits=4, decomposition="splitk"),
+]
+
+CUTLASS_FEW_TILES = [  # fewer 128x128 tiles than SMs (M 128-512 against N of 1-3 K): split K
+    # 128x1536x7168 0.83x, 256x2048x7168 0.94x (kernel time by ncu at 128x1536x7168: 13.1 + 4.4
+    # us against cuBLAS's 13.4 + 4.8; the protocol's 22.8 vs 18.9 us is outside the kernels).
+    _cl(64, 128, 1, 1, "pingpong", "batched_splitk", splits=4, decomposition="splitk"),
+    _cl(64, 128, 1, 1, "pingpong", "batched_splitk", splits=2, decomposition="splitk"),
+    _cl(128, 128, 1, 1, scheduler="batched_splitk", splits=8, decomposition="splitk"),
+    _cl(64, 128, 1, 1, "pingpong"),  # 128x1408x2048 0.72-0.85x, 77x3072x768 0.77-0.90x
+]
+
+
+def cutlass_points(problem: Problem) -> list[Point]:
+    """The CUTLASS points for this problem, or none: decode (M <= 64, weight streaming) and
+    tiny problems are not covered, nor shapes whose rows TMA cannot take (they would time
+    the family's padded fallback: check() refuses them)."""
+    from kernels.ops.matmul.families.cutlass_sm90 import CutlassSm90Matmul
+
+    if shape_class(problem) in ("decode", "tiny"):
+        return []
+    if CutlassSm90Matmul().shape_blocker(problem) is not None:
+        return []
+    m, n, k = problem.shape
+    if -(-m // 128) * -(-n // 128) < 132:
+        # Measured with K >= 2048 only; below that a split has little to share.
+        return CUTLASS_FEW_TILES if k >= 2048 else []
+    if k >= 4 * max(m, n):
+        return CUTLASS_DEEP_K
+    return CUTLASS_LARGE
+
+
 def starting_points(problem: Problem) -> list[Point]:
-    points = _BY_CLASS[shape_class(problem)]
-    if shape_class(problem) == "decode":
+    cls = shape_class(problem)
+    points = _BY_CLASS[cls]
+    if cls == "decode":
         points = weight_stream_points(problem) + DECODE[:3]
+    # CUTLASS leads the classes it covers (none for decode: weight streaming leads there).
+    points = cutlass_points(problem) + points
     return [(family, dict(params)) for family, params in points]

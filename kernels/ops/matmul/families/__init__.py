@@ -1,6 +1,7 @@
 """The matmul kernel families the agents search (each renders a complete candidate module)."""
 
 from kernels.ops.matmul.families.cuda_wmma import CudaWmmaMatmul
+from kernels.ops.matmul.families.cutlass_sm90 import CutlassSm90Matmul
 from kernels.ops.matmul.families.persistent_tma import PersistentTmaMatmul
 from kernels.ops.matmul.families.splitk import SplitKMatmul
 from kernels.ops.matmul.families.splitk_tma import SplitKTmaMatmul
@@ -16,4 +17,5 @@ FAMILIES = (
     StreamKTmaMatmul(),
     CudaWmmaMatmul(),
     WeightStreamMatmul(),
+    CutlassSm90Matmul(),
 )

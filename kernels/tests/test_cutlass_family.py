@@ -1,0 +1,302 @@
+"""matmul_cutlass_sm90 on the CPU: check() rules, the alignment rule, rendering, the nvcc flags,
+the ctypes signature against the C prototype, and the padded correctness path. The library
+itself is the GPU edge: here a stand-in object takes its place (no nvcc, no GPU in CI); the
+GPU test at the end builds and runs the real one."""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import shutil
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernels import get_op
+from kernels.ops.matmul.families.cutlass_sm90 import (
+    CUDA_SOURCE,
+    CUTLASS_PIN,
+    CutlassSm90Matmul,
+)
+from kernels.ops.matmul.op import apply_activation, split_layout
+from kernels.problem import Problem
+
+FAMILY = CutlassSm90Matmul()
+REPO = Path(__file__).resolve().parents[2]
+
+
+def problem(shape=(256, 512, 1024), layout="NN", dtype="bf16") -> Problem:
+    return Problem("matmul", shape, dtype, layout)
+
+
+def point(**changes):
+    return {**FAMILY.default(problem()), **changes}
+
+
+class FakeFunction:
+    """Stands in for one exported C function: records calls, returns a fixed value."""
+
+    def __init__(self, result):
+        self.result = result
+        self.calls: list[tuple] = []
+
+    def __call__(self, *args):
+        self.calls.append(args)
+        return self.result
+
+
+class FakeLibrary:
+    def __init__(self):
+        self.kf_abi_version = FakeFunction(1)
+        self.kf_gemm = FakeFunction(0)
+        self.kf_workspace_size = FakeFunction(0)
+        self.kf_last_error = FakeFunction(b"")
+        self.kf_describe = FakeFunction(b"fake")
+
+
+@dataclass(frozen=True)
+class FakeCudaLibrary:
+    """What the candidate asks harness.cuda_ext to build (name, source, flags, headers)."""
+
+    name: str
+    source: str
+    flags: tuple[str, ...]
+    headers: tuple[str, ...] = ()
+
+
+@pytest.fixture
+def load(monkeypatch):
+    """Import a rendered candidate whose `harness.cuda_ext` is a stand-in returning a
+    FakeLibrary (kernels/ imports nothing of harness/; the build is the edge here)."""
+    loaded = []
+
+    def fake_load_library(lib):
+        loaded.append(lib)
+        return FakeLibrary()
+
+    cuda_ext = types.ModuleType("harness.cuda_ext")
+    cuda_ext.CudaLibrary = FakeCudaLibrary
+    cuda_ext.load_library = fake_load_library
+    package = types.ModuleType("harness")
+    package.cuda_ext = cuda_ext
+    monkeypatch.setitem(sys.modules, "harness", package)
+    monkeypatch.setitem(sys.modules, "harness.cuda_ext", cuda_ext)
+
+    def _load(prob, params):
+        module = types.ModuleType("cutlass_candidate")  # fresh each time: a new import
+        exec(compile(FAMILY.render(prob, params), "cutlass_candidate", "exec"), module.__dict__)
+        return module, loaded[-1]
+
+    return _load
+
+
+def test_the_pinned_headers_are_the_ones_requirements_install():
+    requirements = (REPO / "requirements.txt").read_text().split()
+    assert CUTLASS_PIN in requirements
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"TILE_M": 64}, "cooperative"),
+        ({"SCHEDULE": "pingpong", "TILE_M": 256, "TILE_N": 64}, "ping-pong"),
+        ({"SCHEDULE": "pingpong", "TILE_M": 128, "TILE_N": 256}, "accumulators"),
+        ({"TILE_M": 256, "TILE_N": 256, "CLUSTER_M": 1}, "accumulators"),
+        ({"TILE_K": 128, "TILE_M": 256, "TILE_N": 128, "STAGES": 4}, "over"),
+        ({"CLUSTER_M": 4, "CLUSTER_N": 2}, "more than 4"),
+        ({"SCHEDULE": "pingpong", "TILE_N": 128, "SCHEDULER": "streamk"}, "cooperative schedule"),
+        ({"SPLITS": 2, "DECOMPOSITION": "splitk"}, "persistent scheduler"),
+        ({"SCHEDULER": "streamk", "SPLITS": 2, "DECOMPOSITION": "streamk"}, "SPLITS > 1"),
+        ({"SCHEDULER": "streamk", "SPLITS": 1, "DECOMPOSITION": "splitk"}, "SPLITS > 1"),
+        ({"SCHEDULER": "batched_splitk", "SPLITS": 4, "DECOMPOSITION": "streamk"}, "batched"),
+        ({"SCHEDULER": "batched_splitk", "SPLITS": 1, "DECOMPOSITION": "splitk"}, "SPLITS > 1"),
+    ],
+)
+def test_check_refuses_points_that_cannot_fit_or_build(changes, reason):
+    why = FAMILY.check(problem(), point(**changes))
+    assert why is not None and reason in why, why
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"SCHEDULER": "streamk", "DECOMPOSITION": "heuristic"},
+        {"SCHEDULER": "streamk", "SPLITS": 4, "DECOMPOSITION": "splitk", "TILE_N": 128},
+        {"SCHEDULE": "pingpong", "TILE_M": 64, "TILE_N": 256, "CLUSTER_M": 1},
+        {"TILE_M": 256, "TILE_N": 128, "CLUSTER_M": 1, "CLUSTER_N": 2, "STAGES": 3},
+        {
+            "SCHEDULER": "batched_splitk",
+            "SPLITS": 6,
+            "DECOMPOSITION": "splitk",
+            "TILE_M": 64,
+            "TILE_N": 128,
+            "SCHEDULE": "pingpong",
+            "CLUSTER_M": 1,
+        },
+    ],
+)
+def test_check_accepts_the_stock_configurations(changes):
+    assert FAMILY.check(problem(), point(**changes)) is None
+
+
+@pytest.mark.parametrize(
+    ("shape", "layout", "blocked"),
+    [
+        ((1024, 50257, 768), "NN", "B rows of 50257"),  # GPT-2's LM head: N odd
+        ((77, 3072, 768), "NN", None),  # M is never a row length in NN
+        ((77, 3072, 768), "TN", "A rows of 77"),  # A stored (K, M)
+        ((128, 256, 100), "NT+bias", "A rows of 100"),  # K odd: both operands' rows
+        ((3000, 3000, 3000), "NN+bias+gelu", None),
+    ],
+)
+def test_check_refuses_shapes_that_would_run_the_padded_path(shape, layout, blocked):
+    why = FAMILY.check(problem(shape, layout), FAMILY.default(problem(shape, layout)))
+    if blocked is None:
+        assert why is None
+    else:
+        assert why is not None and blocked in why and "16-byte" in why
+
+
+def test_the_source_is_pasted_whole_and_the_render_is_deterministic():
+    p = problem()
+    source = FAMILY.render(p, point())
+    assert CUDA_SOURCE in source
+    assert source == FAMILY.render(p, dict(reversed(list(point().items()))))
+    assert f'CUTLASS = "{CUTLASS_PIN}"' in source
+    compile(source, FAMILY.name, "exec")
+
+
+@pytest.mark.parametrize(
+    ("layout", "expected"),
+    [
+        ("NN", {"KF_A_K_MAJOR": "1", "KF_B_K_MAJOR": "0", "KF_BIAS": "0", "KF_ACT": "0"}),
+        ("NT+bias", {"KF_A_K_MAJOR": "1", "KF_B_K_MAJOR": "1", "KF_BIAS": "1", "KF_ACT": "0"}),
+        ("TN+bias+gelu", {"KF_A_K_MAJOR": "0", "KF_B_K_MAJOR": "0", "KF_ACT": "3"}),
+        ("NN+bias+silu", {"KF_BIAS": "1", "KF_ACT": "2"}),
+    ],
+)
+def test_the_flags_carry_layout_epilogue_and_point(load, layout, expected):
+    params = point(SCHEDULER="streamk", DECOMPOSITION="streamk", TILE_N=192, STAGES=3)
+    module, lib = load(problem(layout=layout, dtype="fp16"), params)
+    flags = dict(f[2:].split("=", 1) for f in lib.flags if f.startswith("-DKF_"))
+    assert {k: flags[k] for k in expected} == expected
+    assert flags["KF_ELEM"] == "1"  # fp16
+    assert (flags["KF_TILE_N"], flags["KF_SCHEDULER"], flags["KF_STAGES"]) == ("192", "1", "3")
+    assert "-gencode=arch=compute_90a,code=sm_90a" in lib.flags
+    assert lib.headers == (CUTLASS_PIN,)
+    batched = {**params, "SCHEDULER": "batched_splitk", "DECOMPOSITION": "splitk", "SPLITS": 4}
+    assert "-DKF_SCHEDULER=2" in load(problem(layout=layout, dtype="fp16"), batched)[1].flags
+    # Run-time settings are not in the flags: one library serves every raster/swizzle/split.
+    other = load(problem(layout=layout, dtype="fp16"), {**params, "RASTER": "along_m"})[1]
+    assert other.flags == lib.flags and other.source == lib.source
+
+
+def test_the_ctypes_signature_matches_the_c_prototype(load):
+    module, _ = load(problem(), point())
+    fake = module._LIB
+    ctype = {"void*": ctypes.c_void_p, "int": ctypes.c_int, "int64_t": ctypes.c_int64}
+    for name in ("kf_gemm", "kf_workspace_size"):
+        proto = re.search(rf"\n\w+ {name}\(([^)]*)\)", CUDA_SOURCE).group(1)
+        kinds = [re.sub(r"\s*\w+$", "", p.strip()).replace("const ", "") for p in proto.split(",")]
+        assert getattr(fake, name).argtypes == [ctype[k.replace(" ", "")] for k in kinds], name
+    assert re.search(r'extern "C" \{[\s\S]*int64_t kf_workspace_size', CUDA_SOURCE)
+    assert fake.kf_gemm.restype is ctypes.c_int
+    assert f"int kf_abi_version() {{ return {module.ABI_VERSION}; }}" in CUDA_SOURCE
+
+
+def _logical(a, b, layout):
+    operands, _, _ = split_layout(layout)
+    return (a.T if operands[0] == "T" else a), (b.T if operands[1] == "T" else b)
+
+
+@pytest.mark.parametrize(
+    ("shape", "layout"),
+    [((3, 5, 7), "NN"), ((17, 33, 65), "TN+bias+relu"), ((9, 20, 13), "NT+bias+gelu")],
+)
+def test_odd_shapes_take_the_padded_path_and_stay_exact(load, shape, layout):
+    """The padded path hands the kernel only aligned operands and keeps the valid part; the
+    kernel is stood in for by the same math on what it is given."""
+    prob = problem(shape, layout, dtype="fp16")
+    module, _ = load(prob, FAMILY.default(prob))
+    op = get_op("matmul")
+    inputs = op.make_inputs(prob, seed=3, device="cpu")
+    a, b = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) == 3 else None
+    _, has_bias, activation = split_layout(layout)
+    seen = []
+
+    def kernel(a_p, b_p, bias_p, out_p):
+        assert module.fast_path_blocker(a_p, b_p, bias_p, out_p) is None
+        seen.append((tuple(a_p.shape), tuple(b_p.shape), tuple(out_p.shape)))
+        x, y = _logical(a_p.float(), b_p.float(), layout)
+        c = x @ y + (bias_p.float() if has_bias else 0)
+        out_p.copy_(apply_activation(c, activation))
+
+    module._launch = kernel
+    out = torch.full((shape[0], shape[1]), float("nan"), dtype=torch.float16)
+    assert module.fast_path_blocker(a, b, bias, out) is not None
+    module._run_padded(a, b, bias, out)
+    ref = op.reference(prob, *inputs)
+    assert torch.allclose(out.double(), ref, rtol=4e-3, atol=2e-3)
+    assert len(seen) == 1 and all(s % 8 == 0 for s in seen[0][2][1:])
+
+
+def test_aligned_tensors_take_the_fast_path_and_views_do_not(load):
+    prob = problem((64, 128, 256), "NN")
+    module, _ = load(prob, FAMILY.default(prob))
+    a = torch.zeros(64, 256, dtype=torch.bfloat16)
+    b = torch.zeros(256, 128, dtype=torch.bfloat16)
+    out = torch.zeros(64, 128, dtype=torch.bfloat16)
+    assert module.fast_path_blocker(a, b, None, out) is None
+    assert "a" in module.fast_path_blocker(a[:, 1:], b, None, out)  # base off 16 bytes
+    assert "b" in module.fast_path_blocker(a, b.T.contiguous().T, None, out)  # column-major
+    assert "bias" in module.fast_path_blocker(a, b, torch.zeros(256)[::2], out)
+
+
+def test_run_refuses_cpu_tensors_with_a_clear_message(load):
+    prob = problem((64, 128, 256), "NN")
+    module, _ = load(prob, FAMILY.default(prob))
+    a, b = torch.zeros(64, 256), torch.zeros(256, 128)
+    with pytest.raises(TypeError, match="bf16 tensors only"):
+        module.run(a, b, out=torch.zeros(64, 128))
+    a, b = a.bfloat16(), b.bfloat16()
+    with pytest.raises(RuntimeError, match="CUDA tensors"):
+        module.run(a, b, out=torch.zeros(64, 128, dtype=torch.bfloat16))
+
+
+BATCHED = {
+    "TILE_M": 64,
+    "TILE_N": 128,
+    "CLUSTER_M": 1,
+    "SCHEDULE": "pingpong",
+    "SCHEDULER": "batched_splitk",
+    "SPLITS": 4,
+    "DECOMPOSITION": "splitk",
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="builds with nvcc")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an sm_90 GPU")
+@pytest.mark.parametrize(
+    ("shape", "layout", "changes"),
+    [
+        ((512, 1024, 2048), "NN", {}),
+        ((3, 5, 7), "NN", {}),  # the padded path on the same library
+        ((256, 2048, 7168), "NN", {"SCHEDULER": "streamk", "SPLITS": 4, "DECOMPOSITION": "splitk"}),
+        ((128, 1536, 7168), "NT+bias+gelu", BATCHED),
+        ((17, 33, 65), "NT+bias+gelu", BATCHED),  # the padded path through batched split-K
+    ],
+)
+def test_the_built_kernel_is_correct_on_the_gpu(shape, layout, changes):
+    from kernels.checking import check_source
+
+    prob = problem(shape, layout)
+    params = {**FAMILY.default(prob), **changes}
+    failures = check_source(get_op("matmul"), prob, FAMILY.render(prob, params), device="cuda")
+    assert not failures
