@@ -12,7 +12,9 @@ import os
 import signal
 
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.signals import worker_init, worker_process_init
+
+from harness.sandbox.capabilities import undumpable
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
@@ -22,6 +24,14 @@ app.autodiscover_tasks(["workers"])
 app.autodiscover_tasks(["workers"], related_name="model_tasks")
 
 PR_SET_PDEATHSIG = 1
+
+
+@worker_init.connect
+def _hide_the_environment(**_: object) -> None:
+    """This process holds DATABASE_URL, REDIS_URL and the LLM key: where a sandbox child runs
+    without its own PID namespace, it must not read them from /proc/<pid>/environ (the pool
+    children inherit this; harness's run_child marks the evaluating process the same way)."""
+    undumpable()
 
 
 @worker_process_init.connect

@@ -42,7 +42,6 @@ from harness.sandbox.protocol import (
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
-_PR_SET_DUMPABLE = 4
 _CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000
 
 
@@ -180,7 +179,7 @@ def _lock_job(spawn: SpawnSettings, claim: Claim, wrapped: bool, iso: IsolationR
     iso.no_new_privs = capabilities.no_new_privs()
     iso.seccomp = "none (a tool wraps this child)" if wrapped else seccomp.install()
     if spawn.undumpable:
-        _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+        capabilities.undumpable()
 
 
 def _warm_up(result_fd: int) -> str:

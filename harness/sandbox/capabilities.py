@@ -17,6 +17,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_DUMPABLE = 4
 _CAPABILITY_VERSION_3 = 0x20080522
 
 
@@ -30,6 +31,15 @@ class _Data(ctypes.Structure):
         ("permitted", ctypes.c_uint32),
         ("inheritable", ctypes.c_uint32),
     ]
+
+
+def undumpable() -> bool:
+    """Make the calling process non-dumpable: its /proc/<pid>/environ, mem and maps then need
+    CAP_SYS_PTRACE, which every sandbox child has dropped. For the processes that hold the
+    worker's secrets (the one that evaluates, the Celery worker), this is the barrier behind a
+    child's PID namespace where a child must run without one (CUDA refusing the namespaces, a
+    container without CAP_SYS_ADMIN). Inherited across fork, reset by exec."""
+    return _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
 
 
 def no_new_privs() -> bool:

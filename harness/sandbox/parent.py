@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.config import Limits
-from harness.sandbox import namespaces, process, scratch, scrub
+from harness.sandbox import capabilities, namespaces, process, scratch, scrub
 from harness.sandbox.process import Config, Started
 from harness.sandbox.protocol import CUDA_FAILED, Claim, IsolationRecord
 from harness.sandbox.spares import pool, spare_idle_s, spares_enabled
@@ -74,6 +74,7 @@ def run_child(
     wrapper: list[str] | None = None,
     prestart: bool = False,
     spares: bool = True,
+    ns_note: str = "",
 ) -> ChildResult:
     """Run `harness.phases.run(phase, job)` in a fresh, locked-down process.
 
@@ -81,7 +82,8 @@ def run_child(
     stay writable, `readable` stays readable where it sits under a private folder such as
     /tmp). The process is a warm spare of the same configuration when one waits (spares.py);
     `prestart` leaves a spare behind for the caller's next phase; spares=False never claims
-    one (the retry after a spare died)."""
+    one (the retry after a spare died); `ns_note` says why the namespaces are off (the retry
+    after CUDA refused them)."""
     # The same phase once more (a spare that died at its claim, CUDA refusing the namespaces).
     again = functools.partial(
         run_child,
@@ -100,11 +102,11 @@ def run_child(
         wrapper=wrapper,
         prestart=prestart,
     )
+    capabilities.undumpable()  # this process's environment: not for a child to read
     wall = wall_s if wall_s is not None else limits.wall_s
     key, nonce = secrets.token_bytes(32), secrets.token_hex(16)
-    ns_note = ""
-    if cuda and isolate_ns and _cuda_outside_namespaces:
-        isolate_ns, ns_note = False, _cuda_outside_namespaces[0]
+    if cuda and isolate_ns and len(_cuda_refusals) >= CUDA_REFUSALS_TO_GIVE_UP:
+        isolate_ns, ns_note = False, _cuda_refusals[-1]
     config = Config.of(limits, cuda, isolate_net, isolate_fs, isolate_ns, ns_note, env_extra)
     side_dir = scratch.make("side") if wrapper else None
     plan = None
@@ -192,7 +194,8 @@ def run_child(
     if payload.get("status") == "infra":
         error = payload.get("error", "")
         if cuda and isolate_ns and _cuda_refuses_namespaces(error):
-            return again(spares=spares)  # without the namespaces from now on
+            # This phase once more without them; later children try them again.
+            return again(spares=spares, isolate_ns=False, ns_note=_cuda_refusals[-1])
         return _result(child, ChildStatus.INFRA, wall_used, spare, error=error, reported=reported)
     if child.proc.returncode != 0:
         return _result(
@@ -204,14 +207,22 @@ def run_child(
             error=f"sandbox exited {child.proc.returncode} after reporting",
             reported=reported,
         )
+    if cuda and isolate_ns:
+        _cuda_refusals.clear()  # CUDA started inside them: a refusal before was not the host's
     return _result(
         child, ChildStatus.OK, wall_used, spare, result=payload.get("result", {}), reported=reported
     )
 
 
-# Set once CUDA failed to start inside a child's PID/mount/IPC namespaces on this host
-# ([reason]): later CUDA children run without them, and their isolation record says why.
-_cuda_outside_namespaces: list[str] = []
+# Why CUDA refused to start inside a child's PID/mount/IPC namespaces, one entry per refusal
+# since CUDA last started inside them. A refused phase runs once more without them (its
+# isolation record says why) and the next child tries them again: on the H100 (2026-11-24) a
+# refusal came in an agent run on a machine where the sandbox's own GPU check had just started
+# CUDA inside them in every child, so one refusal does not show what the host can do. After
+# CUDA_REFUSALS_TO_GIVE_UP refusals in a row (a driver that never allows it), CUDA children
+# start without them, so a host like that does not pay every child's start-up twice.
+CUDA_REFUSALS_TO_GIVE_UP = 3
+_cuda_refusals: list[str] = []
 
 
 def _cuda_refuses_namespaces(error: str) -> bool:
@@ -220,10 +231,14 @@ def _cuda_refuses_namespaces(error: str) -> bool:
     CUDA start errors (a busy or broken GPU) fail the phase as before."""
     if f"sandbox setup: {CUDA_FAILED}" not in error or "OS call failed" not in error:
         return False
-    if not _cuda_outside_namespaces:
-        why = error.split("\n")[0][-300:]
-        _cuda_outside_namespaces.append(f"none (CUDA would not start inside them here: {why})")
-        _log.warning("sandbox: CUDA children run without PID/mount/IPC namespaces: %s", why)
+    why = error.split("\n")[0][-300:]
+    _cuda_refusals.append(f"none (CUDA would not start inside them here: {why})")
+    _log.warning(
+        "sandbox: CUDA refused PID/mount/IPC namespaces (%d in a row); this phase runs without "
+        "them: %s",
+        len(_cuda_refusals),
+        why,
+    )
     return True
 
 

@@ -64,6 +64,42 @@ def test_a_candidate_cannot_read_the_environment_of_the_process_that_evaluates_i
     assert ev["isolation"]["pid"] == "pidns"
 
 
+_EVALUATE_WITHOUT_NAMESPACES = """
+import json, os
+from harness import evaluation
+from harness.sandbox import namespaces
+from harness.tests.conftest import run_fixture, source
+namespaces.support = lambda: namespaces.Support((), False, "switched off by the test")
+run_child = evaluation.run_child  # and no Landlock, which also refuses ptrace-style access
+evaluation.run_child = lambda *a, **k: run_child(*a, **{**k, "isolate_fs": False})
+src = source("exploit_proc_environ", HOST_PID=os.getpid())
+ev = run_fixture("exploit_proc_environ", source_text=src)
+import ctypes
+print("HOST " + str(os.getpid()))
+print("DUMPABLE " + str(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0)))  # PR_GET_DUMPABLE
+print("RESULT " + json.dumps(ev.to_dict()))
+"""
+
+
+def test_without_a_pid_namespace_the_evaluating_process_environment_stays_unreadable(secret_env):
+    # Where a child runs without its PID namespace (CUDA refusing them, a container without
+    # CAP_SYS_ADMIN) and without Landlock (trusted screen compiles, tools that wrap a child),
+    # /proc/<pid>/environ is refused, not merely scrubbed from the output: the child has no
+    # capabilities (root's would otherwise pass), and the process holding the secrets is
+    # non-dumpable, so a worker running as a plain user is covered too.
+    worker = _worker(_EVALUATE_WITHOUT_NAMESPACES, secret_env, stdout=subprocess.PIPE)
+    out, _ = worker.communicate(timeout=300)
+    host = next(x for x in out.splitlines() if x.startswith("HOST ")).split()[1]
+    ev = json.loads(next(x for x in out.splitlines() if x.startswith("RESULT "))[len("RESULT ") :])
+    tail = ev["stdout_tail"]
+    assert ev["verdict"] == "passed", ev["error"]
+    assert ev["isolation"]["pid"].startswith("none"), ev["isolation"]
+    assert ev["isolation"]["filesystem"].startswith("none"), ev["isolation"]
+    assert f"PROC blocked pid={host} PermissionError" in tail, tail
+    assert f"LEAK pid={host} " not in tail, tail
+    assert "DUMPABLE 0" in out
+
+
 class _Listener:
     """A host process's unix socket (pathname or abstract) that records what reaches it."""
 
@@ -271,28 +307,39 @@ def test_a_killed_parent_leaves_no_child_folder_or_cgroup_behind(tmp_path):
     assert not any(d.name.startswith(tag) for p in cgroups._parents() for d in p.iterdir())
 
 
-def test_a_host_whose_cuda_will_not_start_in_the_namespaces_runs_without_them_and_says_so(
+def test_a_phase_cuda_refuses_the_namespaces_runs_without_them_and_later_ones_try_again(
     monkeypatch,
 ):
     from harness.sandbox import parent
 
-    monkeypatch.setattr(parent, "_cuda_outside_namespaces", [])
+    monkeypatch.setattr(parent, "_cuda_refusals", [])
     busy = "sandbox setup: CUDA would not start (pid+mount+ipc+net): CUDA error: out of memory"
     assert not parent._cuda_refuses_namespaces(busy)  # a busy GPU is the phase's failure
-    assert parent._cuda_outside_namespaces == []
+    assert parent._cuda_refusals == []
     refused = (
         "sandbox setup: CUDA would not start (pid+mount+ipc+net): Unexpected error from "
         "cudaGetDeviceCount(). Error 304: OS call failed or operation not supported on this OS"
     )
     assert parent._cuda_refuses_namespaces(refused)
-    [why] = parent._cuda_outside_namespaces
+    [why] = parent._cuda_refusals
     assert why.startswith("none (CUDA would not start inside them here")
-    # A child without them says why, and the layers show as missing (the page lists them).
+    # One refusal: the next child still gets its namespaces (a CPU child here stands in for it).
     with tempfile.TemporaryDirectory() as workdir:
-        res = run_child("selftest_env", {}, workdir, limits=Limits(), cuda=False, isolate_ns=False)
+        res = run_child("selftest_env", {}, workdir, limits=Limits(), cuda=False)
     assert res.status is ChildStatus.OK, res.error
-    assert res.isolation.pid == "none (not asked for by this phase)"
-    assert "pid: none (not asked for by this phase)" in res.isolation.missing()
+    assert res.isolation.pid == "pidns"
+    # The retried phase says why it ran without them, and the layers show as missing.
+    with tempfile.TemporaryDirectory() as workdir:
+        res = run_child(
+            "selftest_env", {}, workdir, limits=Limits(), cuda=False, isolate_ns=False, ns_note=why
+        )
+    assert res.status is ChildStatus.OK, res.error
+    assert res.isolation.pid == why
+    assert f"pid: {why}" in res.isolation.missing()
+    # Only refusals in a row give them up for CUDA children.
+    for _ in range(parent.CUDA_REFUSALS_TO_GIVE_UP - 1):
+        assert parent._cuda_refuses_namespaces(refused)
+    assert len(parent._cuda_refusals) == parent.CUDA_REFUSALS_TO_GIVE_UP
 
 
 def test_a_folder_both_readable_and_writable_is_bound_writable(tmp_path):
