@@ -146,8 +146,8 @@ def last_build_report() -> dict:
 
 # ---------------------------------------------------------------- plain C-ABI libraries
 #
-# A candidate may also build its CUDA code as a plain shared library with an `extern "C"` entry
-# point and call it through ctypes (the CUTLASS family does): no torch headers, no pybind11, so
+# A candidate may also build its CUDA code as a plain shared library with `extern "C"` entry
+# points it declares and calls through BoundLibrary (the CUTLASS family does): no torch headers, no pybind11, so
 # the build does not depend on the torch version and can be made on a machine without a GPU
 # and carried to one. The cache layout is the one above (<cache>/<key>/<file>.so, built under
 # TORCH_EXTENSIONS_DIR/<key>/ in the sandbox and kept by the parent), with its own key.
@@ -299,8 +299,63 @@ def build_library(lib: CudaLibrary, root: str | None = None, *, rebuild: bool = 
     return target
 
 
-def load_library(lib: CudaLibrary) -> ctypes.CDLL:
-    """The cached build of `lib`, else a fresh one; loaded with ctypes, reported like load_cuda."""
+# C types a library function is declared with. "tensor" is passed as the address of a torch
+# tensor (None: NULL), so a candidate module never handles ctypes or raw addresses itself: the
+# static scan flags both in candidate code, and this module is trusted.
+C_TYPES = {
+    "int": ctypes.c_int,
+    "int64_t": ctypes.c_int64,
+    "void*": ctypes.c_void_p,
+    "tensor": ctypes.c_void_p,
+    "const char*": ctypes.c_char_p,
+}
+
+
+@dataclass(frozen=True)
+class CFunction:
+    """An exported `extern "C"` function as the caller declares it: result and argument C
+    types, names from C_TYPES."""
+
+    returns: str
+    args: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        unknown = {self.returns, *self.args} - set(C_TYPES)
+        if unknown:
+            raise ValueError(f"unknown C types {sorted(unknown)}; known: {sorted(C_TYPES)}")
+
+
+class BoundLibrary:
+    """A loaded library's declared functions, called with tensors and Python numbers;
+    a `const char*` result comes back as str."""
+
+    def __init__(self, handle: ctypes.CDLL, functions: dict[str, CFunction]):
+        self.handle = handle
+        for name, declared in functions.items():
+            setattr(self, name, _bound(getattr(handle, name), declared))
+
+
+def _bound(function, declared: CFunction):
+    function.argtypes = [C_TYPES[kind] for kind in declared.args]
+    function.restype = C_TYPES[declared.returns]
+    tensors = [i for i, kind in enumerate(declared.args) if kind == "tensor"]
+
+    def call(*args):
+        if len(args) != len(declared.args):
+            raise TypeError(f"{function.__name__} takes {len(declared.args)} arguments")
+        if tensors:
+            args = list(args)
+            for i in tensors:
+                args[i] = None if args[i] is None else args[i].data_ptr()
+        result = function(*args)
+        return result.decode() if declared.returns == "const char*" and result else result
+
+    return call
+
+
+def load_library(lib: CudaLibrary, functions: dict[str, CFunction]) -> BoundLibrary:
+    """The cached build of `lib`, else a fresh one, with its declared `functions` bound;
+    reported like load_cuda."""
     t0 = time.perf_counter()
     path = find_library(lib)
     handle, stale = None, False
@@ -318,7 +373,7 @@ def load_library(lib: CudaLibrary) -> ctypes.CDLL:
         _LIBRARY_RESOURCES[path] = resource_usage(path)
     report.update(_LIBRARY_RESOURCES[path])
     _REPORTS.append(report)
-    return handle
+    return BoundLibrary(handle, functions)
 
 
 _LIBRARY_RESOURCES: dict[str, dict] = {}

@@ -208,7 +208,7 @@ def _build_one(task) -> dict[str, Any]:
         "seconds": time.time() - t0,
         "cached": last_build_report().get("cached"),
         "key": module.LIBRARY.key,
-        "describe": module._LIB.kf_describe().decode(),
+        "describe": module._LIB.kf_describe(),
     }
 
 

@@ -5,15 +5,18 @@ kernels/tests/test_cutlass_family.py."""
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import importlib.metadata
 import os
 import stat
 from pathlib import Path
 
 import pytest
+import torch
 
 from harness import cuda_ext
-from harness.cuda_ext import CudaBuildError, CudaLibrary
+from harness.cuda_ext import BoundLibrary, CFunction, CudaBuildError, CudaLibrary
 
 CUTLASS = f"nvidia-cutlass=={importlib.metadata.version('nvidia-cutlass')}"
 
@@ -142,6 +145,28 @@ def test_a_cached_library_that_does_not_load_here_is_rebuilt(nvcc, tmp_path, mon
 
     monkeypatch.setattr(cuda_ext.ctypes, "CDLL", fake_cdll)
     monkeypatch.setattr(cuda_ext, "resource_usage", lambda path: {})
-    cuda_ext.load_library(library)
+    cuda_ext.load_library(library, {})
     assert loaded == [str(stale)] and stale.read_text() == library.source  # rebuilt in place
     assert cuda_ext.last_build_report()["cached"] is False
+
+
+def test_declared_functions_take_tensors_and_give_back_strings():
+    """The binding on a real C library (this process's libc): a tensor goes in as its address,
+    None as NULL, a const char* comes back as str."""
+    libc = BoundLibrary(
+        ctypes.CDLL(None),
+        {
+            "strlen": CFunction("int64_t", ("tensor",)),
+            "strerror": CFunction("const char*", ("int",)),
+            "time": CFunction("int64_t", ("tensor",)),
+        },
+    )
+    text = torch.tensor(list(b"kernel\0forge\0"), dtype=torch.uint8)
+    assert libc.strlen(text) == 6
+    assert libc.strlen(text[7:]) == 5  # a view: the address of its first element
+    assert libc.strerror(errno.ENOENT) == os.strerror(errno.ENOENT)
+    assert libc.time(None) > 1_700_000_000  # NULL: time() only returns the clock
+    with pytest.raises(TypeError, match="takes 1 arguments"):
+        libc.strlen(text, text)
+    with pytest.raises(ValueError, match="unknown C types"):
+        CFunction("int", ("float*",))

@@ -1,11 +1,10 @@
 """matmul_cutlass_sm90 on the CPU: check() rules, the alignment rule, rendering, the nvcc flags,
-the ctypes signature against the C prototype, and the padded correctness path. The library
+the declared C signatures against the C prototypes, and the padded correctness path. The library
 itself is the GPU edge: here a stand-in object takes its place (no nvcc, no GPU in CI); the
 GPU test at the end builds and runs the real one."""
 
 from __future__ import annotations
 
-import ctypes
 import re
 import shutil
 import sys
@@ -54,8 +53,8 @@ class FakeLibrary:
         self.kf_abi_version = FakeFunction(1)
         self.kf_gemm = FakeFunction(0)
         self.kf_workspace_size = FakeFunction(0)
-        self.kf_last_error = FakeFunction(b"")
-        self.kf_describe = FakeFunction(b"fake")
+        self.kf_last_error = FakeFunction("")
+        self.kf_describe = FakeFunction("fake")
 
 
 @dataclass(frozen=True)
@@ -68,18 +67,29 @@ class FakeCudaLibrary:
     headers: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class FakeCFunction:
+    """What the candidate declares an exported function to be (result, argument C types)."""
+
+    returns: str
+    args: tuple[str, ...] = ()
+
+
 @pytest.fixture
 def load(monkeypatch):
     """Import a rendered candidate whose `harness.cuda_ext` is a stand-in returning a
     FakeLibrary (kernels/ imports nothing of harness/; the build is the edge here)."""
     loaded = []
 
-    def fake_load_library(lib):
+    def fake_load_library(lib, functions):
         loaded.append(lib)
-        return FakeLibrary()
+        library = FakeLibrary()
+        library.declared = functions
+        return library
 
     cuda_ext = types.ModuleType("harness.cuda_ext")
     cuda_ext.CudaLibrary = FakeCudaLibrary
+    cuda_ext.CFunction = FakeCFunction
     cuda_ext.load_library = fake_load_library
     package = types.ModuleType("harness")
     package.cuda_ext = cuda_ext
@@ -196,17 +206,38 @@ def test_the_flags_carry_layout_epilogue_and_point(load, layout, expected):
     assert other.flags == lib.flags and other.source == lib.source
 
 
-def test_the_ctypes_signature_matches_the_c_prototype(load):
+def test_the_declared_signatures_match_the_c_prototypes(load):
     module, _ = load(problem(), point())
-    fake = module._LIB
-    ctype = {"void*": ctypes.c_void_p, "int": ctypes.c_int, "int64_t": ctypes.c_int64}
-    for name in ("kf_gemm", "kf_workspace_size"):
-        proto = re.search(rf"\n\w+ {name}\(([^)]*)\)", CUDA_SOURCE).group(1)
-        kinds = [re.sub(r"\s*\w+$", "", p.strip()).replace("const ", "") for p in proto.split(",")]
-        assert getattr(fake, name).argtypes == [ctype[k.replace(" ", "")] for k in kinds], name
+    declared = module._LIB.declared
+    assert set(declared) == set(re.findall(r"\n[\w *]+? (kf_\w+)\(", CUDA_SOURCE))
+    for name, function in declared.items():
+        returns, proto = re.search(rf"\n([\w *]+?) {name}\(([^)]*)\)", CUDA_SOURCE).groups()
+        kinds = [re.sub(r"\s*\w+$", "", p.strip()) for p in proto.split(",") if p.strip()]
+        # A tensor is passed as its address: a void* in C.
+        args = ["void*" if k == "tensor" else k for k in function.args]
+        assert args == [k.replace(" *", "*").replace("const void*", "void*") for k in kinds], name
+        assert function.returns == returns.replace(" *", "*"), name
     assert re.search(r'extern "C" \{[\s\S]*int64_t kf_workspace_size', CUDA_SOURCE)
-    assert fake.kf_gemm.restype is ctypes.c_int
     assert f"int kf_abi_version() {{ return {module.ABI_VERSION}; }}" in CUDA_SOURCE
+
+
+def test_the_kernel_gets_the_tensors_strides_and_stream_in_prototype_order(load):
+    """The launch passes tensors (the binding takes their addresses) where the prototype has
+    pointers; an error code raises with the library's message."""
+    prob = problem((64, 128, 256), "NN")
+    module, _ = load(prob, FAMILY.default(prob))
+    a, b = torch.zeros(64, 256), torch.zeros(256, 128)
+    out = torch.zeros(64, 128)
+    stream = types.SimpleNamespace(cuda_stream=1234)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(module.torch.cuda, "current_stream", lambda device=None: stream)
+        module._launch(a, b, None, out)
+        (args,) = module._LIB.kf_gemm.calls
+        assert args[:4] == (a, b, out, None) and args[4:10] == (64, 128, 256, 256, 128, 128)
+        assert args[-3:] == (None, 0, 1234)
+        module._LIB.kf_gemm.result, module._LIB.kf_last_error.result = 7, "misaligned"
+        with pytest.raises(RuntimeError, match=r"kf_cutlass_sm90: misaligned \(code 7\)"):
+            module._launch(a, b, None, out)
 
 
 def _logical(a, b, layout):

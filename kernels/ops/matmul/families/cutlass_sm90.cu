@@ -1,5 +1,6 @@
-// One CUTLASS 3.x Hopper GEMM configuration behind a plain C ABI (no torch headers), loaded
-// with ctypes by a matmul_cutlass_sm90 candidate. D = act(A @ B + bias), fp32 accumulation.
+// One CUTLASS 3.x Hopper GEMM configuration behind a plain C ABI (no torch headers), called by
+// a matmul_cutlass_sm90 candidate through the C types it declares (the harness binds them).
+// D = act(A @ B + bias), fp32 accumulation.
 //
 // Compile-time configuration (-D flags, set by the candidate's constants):
 //   KF_ELEM        0: bf16, 1: fp16

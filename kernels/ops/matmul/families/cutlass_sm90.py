@@ -6,8 +6,9 @@ warp-specialized TMA + wgmma kernel from the pinned `nvidia-cutlass` wheel's hea
 a plain C entry point (`kf_gemm`: pointers, sizes, leading dimensions, scheduler arguments, the
 stream, a workspace); the candidate builds it with nvcc for sm_90a through
 `harness.cuda_ext.load_library` at import (cached by source + flags + headers + nvcc version,
-so a precompile builds it ahead) and calls it with ctypes. No torch headers: the build does not
-depend on the torch version and can be made on a machine without a GPU.
+so a precompile builds it ahead) and calls it through the C types it declares (FUNCTIONS; the
+harness binds them). No torch headers: the build does not depend on the torch version and can
+be made on a machine without a GPU.
 
 Compile-time levers: tile (M, N, K), cluster (TMA multicast of the shared operand), kernel
 schedule (cooperative: two consumer warpgroups split one tile; ping-pong: each warpgroup owns a
@@ -51,11 +52,9 @@ MAX_ACC_PER_THREAD = 128  # fp32 accumulators per consumer thread (CUTLASS's lar
 
 TEMPLATE = '''$HEADER
 
-import ctypes
-
 import torch
 
-from harness.cuda_ext import CudaLibrary, load_library
+from harness.cuda_ext import CFunction, CudaLibrary, load_library
 
 $CONSTANTS
 
@@ -99,21 +98,31 @@ LIBRARY = CudaLibrary("kf_cutlass_sm90", CUDA_SOURCE, nvcc_flags(), headers=(CUT
 ABI_VERSION = 1
 
 
-def _bind(lib):
+# The C prototypes in CUDA_SOURCE, as the harness binds them ("tensor": the tensor's address).
+FUNCTIONS = {
+    "kf_abi_version": CFunction("int"),
+    "kf_gemm": CFunction(
+        "int",
+        ("tensor",) * 4  # a, b, out, bias (None: no bias)
+        + ("int",) * 3  # m, n, k
+        + ("int64_t",) * 3  # row strides of a, b, out
+        + ("int",) * 4  # splits, swizzle, raster, decomposition
+        + ("tensor", "int64_t", "void*"),  # workspace, its bytes, the CUDA stream
+    ),
+    "kf_workspace_size": CFunction("int64_t", ("int",) * 7),
+    "kf_last_error": CFunction("const char*"),
+    "kf_describe": CFunction("const char*"),
+}
+
+
+def _checked(lib):
     if lib.kf_abi_version() != ABI_VERSION:
         raise RuntimeError(f"kf_cutlass_sm90 ABI {lib.kf_abi_version()}, expected {ABI_VERSION}")
-    ptr, i32, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
-    lib.kf_gemm.argtypes = [ptr] * 4 + [i32] * 3 + [i64] * 3 + [i32] * 4 + [ptr, i64, ptr]
-    lib.kf_gemm.restype = i32
-    lib.kf_workspace_size.argtypes = [i32] * 7
-    lib.kf_workspace_size.restype = i64
-    lib.kf_last_error.restype = ctypes.c_char_p
-    lib.kf_describe.restype = ctypes.c_char_p
     return lib
 
 
 # Built (or loaded from the compile cache) at import, so a precompile builds it ahead.
-_LIB = _bind(load_library(LIBRARY))
+_LIB = _checked(load_library(LIBRARY, FUNCTIONS))
 _RUNTIME = (SPLITS, SWIZZLE, RASTER_CODES[RASTER], DECOMPOSITION_CODES[DECOMPOSITION])
 
 
@@ -141,19 +150,18 @@ def fast_path_blocker(a, b, bias, out):
 def _launch(a, b, bias, out):
     m, n = out.shape
     k = a.shape[0] if A_TRANS else a.shape[1]
-    ws_bytes, ws_ptr, workspace = 0, None, None
+    ws_bytes, workspace = 0, None
     if SCHEDULER != "persistent":  # stream-K's fixup area, batched split-K's fp32 partials
         ws_bytes = _LIB.kf_workspace_size(m, n, k, *_RUNTIME)
         if ws_bytes:  # stream-ordered: freed after the launch, reused only behind it
             workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=out.device)
-            ws_ptr = workspace.data_ptr()
     code = _LIB.kf_gemm(
-        a.data_ptr(), b.data_ptr(), out.data_ptr(), None if bias is None else bias.data_ptr(),
+        a, b, out, bias,
         m, n, k, a.stride(0), b.stride(0), out.stride(0), *_RUNTIME,
-        ws_ptr, ws_bytes, torch.cuda.current_stream(out.device).cuda_stream,
+        workspace, ws_bytes, torch.cuda.current_stream(out.device).cuda_stream,
     )
     if code:
-        raise RuntimeError(f"kf_cutlass_sm90: {_LIB.kf_last_error().decode()} (code {code})")
+        raise RuntimeError(f"kf_cutlass_sm90: {_LIB.kf_last_error()} (code {code})")
 
 
 def _round_up(x):
