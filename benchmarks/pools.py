@@ -2,7 +2,8 @@
 
 The points live with the kernels (Op.starting_points, kernels/ops/<name>/starting_points.py,
 with where each was measured: the matmul ones are the leaders of the H200 search,
-benchmarks.probes.matmul_search), so the benchmark and the agents start from the same places.
+results/matmul_search_h200_round*.json), so the benchmark and the agents start from the same
+places.
 Points are partial: missing parameters come from the family's default, and every point is
 still validated by the family's check() before it is rendered (benchmarks/run.py).
 """

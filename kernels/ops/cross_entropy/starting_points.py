@@ -8,7 +8,7 @@ from kernels.problem import Problem
 from kernels.rowwise_points import leaders_then_grid
 
 # Winners of the H200 row-wise probe, 8192 rows (4096 for cross-entropy vocabularies) in bf16
-# (python -m benchmarks.probes.membound_probe; results/membound_probe_h200.json).
+# (benchmarks/results/membound_probe_h200.json, made by a probe since retired).
 LEADERS: dict[int, dict[str, Any]] = {
     8192: {
         "MODE": "one_pass",

@@ -15,7 +15,7 @@ from kernels.problem import Problem
 Point = tuple[str, dict[str, Any]]
 
 # The points below are the leaders of a wider per-shape search on an H200
-# (python -m benchmarks.probes.matmul_search; results/matmul_search_h200.json), plus a few
+# (benchmarks/results/matmul_search_h200_round*.json, by a probe since retired), plus a few
 # untried neighbours (host-side TMA descriptors: no descriptor set-up inside a 30 us kernel).
 
 
@@ -240,7 +240,7 @@ _BY_CLASS: dict[str, list[Point]] = {
 
 
 # CUTLASS 3.x Hopper points (matmul_cutlass_sm90), measured on an H100 against torch.matmul on
-# the unseen set plus 4096^3 (python -m benchmarks.probes.cutlass_probe, two rounds:
+# the unseen set plus 4096^3 (a probe since retired, two rounds:
 # results/cutlass_probe_h100_round1.json, results/cutlass_probe_h100.json). On every shape
 # there with M > 64 they beat what the Triton families reached on the same shapes (issue 13's
 # measurements: 0.43-0.70x on the worst), so they come first in the classes they cover; where
