@@ -9,8 +9,9 @@ from agents.config import Budget, LLMSettings, OptimizeConfig, Provider
 try:
     from agents.optimize import OptimizeResult, optimize
 except ModuleNotFoundError as _missing:
-    # Without LangGraph (a GPU box that only screens our families: python -m agents.model_job
-    # --optimizer screen) the package still imports; running the agent says what is missing.
+    # Without LangGraph (a GPU box that only screens our families: python -m
+    # benchmarks.model_job --optimizer screen imports agents.amdahl) the package still imports;
+    # running the agent says what is missing.
     if not (_missing.name or "").startswith("langgraph"):
         raise
     _why = f"the agent needs LangGraph ({_missing}); pip install -r requirements.txt"

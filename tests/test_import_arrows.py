@@ -1,4 +1,8 @@
-"""Imports point one way: kernels <- harness <- agents <- workers -> webapp (ARCHITECTURE.md)."""
+"""Imports point one way: kernels <- harness <- agents <- workers -> webapp (ARCHITECTURE.md).
+
+benchmarks/ (the benchmark, the model-job CLI, acceptance-run tools) sits on top: it may use
+kernels, harness and agents, and none of them, nor webapp, imports it.
+"""
 
 import ast
 from pathlib import Path
@@ -18,10 +22,20 @@ FORBIDDEN = {
         "agents",
         "harness",
         "litellm",
+        "benchmarks",
     },
-    "harness": {"django", "celery", "channels", "webapp", "workers", "agents", "litellm"},
-    "agents": {"django", "celery", "channels", "webapp", "workers"},
-    "webapp": {"agents", "harness"},
+    "harness": {
+        "django",
+        "celery",
+        "channels",
+        "webapp",
+        "workers",
+        "agents",
+        "litellm",
+        "benchmarks",
+    },
+    "agents": {"django", "celery", "channels", "webapp", "workers", "benchmarks"},
+    "webapp": {"agents", "harness", "benchmarks"},
 }
 
 

@@ -1,6 +1,6 @@
 """The acceptance JSON is built from the CLI's JSON lines, never typed in by hand."""
 
-from agents.benchmark_summary import summarize
+from benchmarks.agent_run_summary import summarize
 
 
 def test_it_takes_throughput_and_the_final_verification_from_the_run():
@@ -52,7 +52,9 @@ def test_it_takes_throughput_and_the_final_verification_from_the_run():
             "best": {"index": 0, "speedup": 1.2, "evaluation": final_eval},
         },
     ]
-    out = summarize(lines, {"name": "NVIDIA H200"}, "agents/benchmark_gpu.sh OUT x -- ...", 125.9)
+    out = summarize(
+        lines, {"name": "NVIDIA H200"}, "benchmarks/agent_run_gpu.sh OUT x -- ...", 125.9
+    )
     assert out["what"].endswith("rmsnorm 8x256 bf16") and out["device"]["name"] == "NVIDIA H200"
     assert out["candidates_per_gpu_hour"] == 120.0 and out["compile_s_saved"] == 2.5
     final = out["final_verification"]

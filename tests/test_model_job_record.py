@@ -1,11 +1,11 @@
-"""`python -m agents.model_job --record` wraps a result for benchmarks/results/: what ran,
+"""`python -m benchmarks.model_job --record` wraps a result for benchmarks/results/: what ran,
 where, and a summary whose numbers are the result's own (eager, launch-bound, CUDA graphs)."""
 
 from __future__ import annotations
 
 import json
 
-from agents import model_job
+from benchmarks import model_job
 
 
 def _way(side, label, offline, server=None, compile_s=0.0, ok=True, error=""):
@@ -84,7 +84,7 @@ def test_the_summary_copies_every_way_and_the_speedup_over_the_best_baseline():
 
 def test_a_record_names_the_command_versions_and_date():
     entry = model_job.record(RESULT, "a run", ["m.py", "--budget", "60", "--record", "a run"])
-    assert entry["command"] == "python3 -m agents.model_job m.py --budget 60 --record 'a run'"
+    assert entry["command"] == "python3 -m benchmarks.model_job m.py --budget 60 --record 'a run'"
     assert {"python", "torch", "triton", "device", "driver"} <= set(entry["versions"])
     assert entry["date"].endswith("UTC") and entry["result"] is RESULT
     json.dumps(entry)  # plain JSON

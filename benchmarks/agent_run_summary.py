@@ -3,9 +3,9 @@ screened vs fully verified counts, candidates per GPU-hour per tier, where the t
 wall clock of the whole command, the verified attempts, and the best's full-protocol
 verification (speedups vs every baseline, 95 % CIs, noise).
 
-    python3 -m agents.benchmark_summary RUN.jsonl DEVICE.txt "COMMAND" [WALL_S] > RUN.json
+    python3 -m benchmarks.agent_run_summary RUN.jsonl DEVICE.txt "COMMAND" [WALL_S] > RUN.json
 
-Everything comes from the CLI's JSON lines and what agents/benchmark_gpu.sh recorded about
+Everything comes from the CLI's JSON lines and what benchmarks/agent_run_gpu.sh recorded about
 the machine; nothing is typed in by hand.
 """
 
@@ -135,7 +135,7 @@ def _problem_key(problem: dict[str, Any]) -> str:
 
 
 def read_device(path: Path) -> dict[str, Any]:
-    """device.txt as benchmark_gpu.sh writes it: `key: value` lines."""
+    """device.txt as agent_run_gpu.sh writes it: `key: value` lines."""
     out: dict[str, Any] = {}
     for line in path.read_text().splitlines():
         key, sep, value = line.partition(": ")

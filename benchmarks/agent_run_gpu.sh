@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # One acceptance run of the offline optimizer on a GPU box, as taken for benchmarks/results/.
-#   agents/benchmark_gpu.sh OUT_DIR NAME -- <python -m agents optimize arguments>
+#   benchmarks/agent_run_gpu.sh OUT_DIR NAME -- <python -m agents optimize arguments>
 # Installs the carried wheels in .whl/ (langgraph & co.; the GPU image has none) when needed,
 # then writes OUT_DIR/NAME.jsonl (every event, then the summary), OUT_DIR/NAME.json (device,
 # versions, command, the whole command's wall clock, outcome, screened vs verified, per-tier
-# throughput, time breakdown, final verification: agents/benchmark_summary.py), appends
+# throughput, time breakdown, final verification: benchmarks/agent_run_summary.py), appends
 # stderr to OUT_DIR/run.log and the device and versions to OUT_DIR/device.txt.
 set -u
 out=$1 name=$2
@@ -42,8 +42,8 @@ python3 -m agents optimize "$@" --no-progress --checkpoint "sqlite:////tmp/kf-$n
 status=$?
 wall=$(python3 -c "print(round($(date +%s.%N) - $started, 2))")  # the whole command
 echo "== $name: exit $status after $wall s" | tee -a "$out/run.log"
-python3 -m agents.benchmark_summary "$out/$name.jsonl" "$out/device-$name.txt" \
-    "agents/benchmark_gpu.sh OUT $name -- $*  (runs: $command)" "$wall" >"$out/$name.json"
+python3 -m benchmarks.agent_run_summary "$out/$name.jsonl" "$out/device-$name.txt" \
+    "benchmarks/agent_run_gpu.sh OUT $name -- $*  (runs: $command)" "$wall" >"$out/$name.json"
 python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))

@@ -2,7 +2,7 @@
 plan order -> substitute the winners and verify end to end. The Celery worker runs the same
 steps as separate tasks; this is the shell / benchmark form:
 
-    python -m agents.model_job examples/models/llama_block.py --budget 240 --out result.json
+    python -m benchmarks.model_job examples/models/llama_block.py --budget 240 --out result.json
 
 The plan is made from the compiled model's profile where it compiles (what a team that already
 uses torch.compile would still spend time on), with the Linear layers' time moved to the
@@ -309,14 +309,14 @@ def record(result: dict[str, Any], name: str, argv: list[str]) -> dict[str, Any]
         "name": name,
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "versions": _versions(),
-        "command": "python3 -m agents.model_job " + shlex.join(argv),
+        "command": "python3 -m benchmarks.model_job " + shlex.join(argv),
         "summary": summarize(result),
         "result": result,
     }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agents.model_job")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.model_job")
     parser.add_argument("model", help="a .py file in the KernelBench convention")
     parser.add_argument("--budget", type=float, default=600.0, help="seconds for all problems")
     parser.add_argument("--max-problems", type=int, default=None)
