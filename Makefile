@@ -1,4 +1,5 @@
-# KernelForge: `make up` runs the product on this machine; `make test` runs lint and every test.
+# KernelForge: `make up` runs the product on this machine; `make test` runs the lint checks
+# (ruff, ruff format, mypy) and every test.
 # Both work on a fresh clone: they create .venv and install the pinned requirements first.
 
 PYTHON ?= python3
@@ -31,13 +32,14 @@ system-deps:
 up: $(STAMP)
 	$(BIN)/python manage.py up
 
-test: $(STAMP) system-deps
-	$(BIN)/ruff check .
+test: lint system-deps
 	$(BIN)/pytest
 
+# mypy covers the packages below webapp/ (Django is not checked: no django-stubs plugin).
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy kernels harness agents workers
 
 format: $(STAMP)
 	$(BIN)/ruff format .

@@ -16,11 +16,12 @@ except ModuleNotFoundError as _missing:
         raise
     _why = f"the agent needs LangGraph ({_missing}); pip install -r requirements.txt"
 
-    class OptimizeResult:  # noqa: D101  (a placeholder so imports of the name still work)
+    # Placeholders so imports of the names still work; mypy checks the real ones above.
+    class OptimizeResult:  # type: ignore[no-redef]  # noqa: D101
         def __init__(self, *args, **kwargs):
             raise ModuleNotFoundError(_why)
 
-    def optimize(*args, **kwargs):
+    def optimize(*args, **kwargs):  # type: ignore[misc]
         raise ModuleNotFoundError(_why)
 
 

@@ -25,7 +25,9 @@ from agents.nodes.screen import screen
 from agents.state import OptimizeState
 
 
-def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
+def build_graph(
+    checkpointer: BaseCheckpointSaver | None = None,
+) -> CompiledStateGraph[OptimizeState, RunContext, OptimizeState, OptimizeState]:
     builder = StateGraph(OptimizeState, context_schema=RunContext)
     builder.add_node("planner", planner)
     builder.add_node("screen", screen)

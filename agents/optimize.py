@@ -6,7 +6,7 @@ import math
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents.checkpoint import open_checkpointer
 from agents.config import OptimizeConfig
@@ -17,6 +17,9 @@ from agents.reporting import AttemptVerdict, IterationEvent, Reporter, SearchSta
 from agents.state import OptimizeState, Record
 from kernels import get_op
 from kernels.problem import Problem
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 RECURSION_LIMIT = 1_000_000  # the caps in stopping.py end the loop, not LangGraph's step cap
 
@@ -108,7 +111,7 @@ def optimize(
     op.validate(problem)
     thread_id = thread_id or f"local-{uuid.uuid4().hex[:12]}"
     evaluator: Evaluator = config.evaluator or HarnessEvaluator(config)
-    run_config: dict[str, Any] = {
+    run_config: RunnableConfig = {
         "configurable": {"thread_id": thread_id},
         "recursion_limit": RECURSION_LIMIT,
     }

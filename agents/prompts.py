@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 PLANNER_SYSTEM = """\
@@ -63,7 +64,7 @@ def format_families(families: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def format_history(records: list[dict[str, Any]], limit: int = 25) -> str:
+def format_history(records: Sequence[Mapping[str, Any]], limit: int = 25) -> str:
     if not records:
         return "(nothing tried yet)"
     lines = []

@@ -31,6 +31,8 @@ PRIOR = 0.05  # weight of the playbook's direction (mean over the knobs it names
 # a batch ignores it, so every batch still explores once.
 LOCALITY = 0.02
 
+ValueKey = tuple[bool, Any]  # _value_key's result: True and 1 stay apart
+
 
 def point_key(params: Mapping[str, Any]) -> str:
     """A stable text key for a parameter point (values are JSON scalars)."""
@@ -85,7 +87,9 @@ class SurrogateSearch:
         for j, name in enumerate(self.names):
             eff = np.array([effects[name].get(_value_key(v), 0.0) for v in values[j]])
             base += eff[idx[:, j]]
-            tried.append(np.array([counts[name].get(_value_key(v), 0) for v in values[j]], float))
+            tried.append(
+                np.array([counts[name].get(_value_key(v), 0) for v in values[j]], dtype=np.float64)
+            )
         moved = np.zeros(len(pool))
         if anchor is not None:
             agree = np.zeros(len(pool))
@@ -100,7 +104,10 @@ class SurrogateSearch:
         chosen: list[dict[str, Any]] = []
         open_ = np.ones(len(pool), dtype=bool)
         while open_.any() and len(chosen) < k:
-            bonus = sum(1.0 / np.sqrt(1.0 + tried[j][idx[:, j]]) for j in range(len(self.names)))
+            bonus = sum(
+                (1.0 / np.sqrt(1.0 + tried[j][idx[:, j]]) for j in range(len(self.names))),
+                np.zeros(len(pool)),
+            )
             score = base + EXPLORE * bonus / max(1, len(self.names))
             if anchor is not None and (len(chosen) < k - 1 or k == 1):
                 score = score - LOCALITY * moved
@@ -120,7 +127,7 @@ class SurrogateSearch:
         mean, effects, _ = self._fit(observations)
         return mean + sum(effects[n].get(_value_key(params[n]), 0.0) for n in self.names)
 
-    def _key(self, params: Mapping[str, Any]) -> tuple:
+    def _key(self, params: Mapping[str, Any]) -> tuple[ValueKey, ...]:
         """A cheap identity for a point of this space (point_key is for storage)."""
         return tuple(_value_key(params.get(n)) for n in self.names)
 
@@ -167,13 +174,13 @@ class SurrogateSearch:
 
     def _fit(
         self, observations: Sequence[Observation]
-    ) -> tuple[float, dict[str, dict[str, float]], dict[str, dict[str, int]]]:
+    ) -> tuple[float, dict[str, dict[ValueKey, float]], dict[str, dict[ValueKey, int]]]:
         successes = [o.log_speedup for o in observations if o.log_speedup is not None]
         floor = (min(successes) if successes else 0.0) - FAILED_PENALTY
         scores = [floor if o.log_speedup is None else o.log_speedup for o in observations]
         mean = sum(scores) / len(scores) if scores else 0.0
-        sums: dict[str, dict[str, float]] = {n: {} for n in self.names}
-        counts: dict[str, dict[str, int]] = {n: {} for n in self.names}
+        sums: dict[str, dict[ValueKey, float]] = {n: {} for n in self.names}
+        counts: dict[str, dict[ValueKey, int]] = {n: {} for n in self.names}
         for obs, score in zip(observations, scores, strict=True):
             for name in self.names:
                 if name not in obs.params:
@@ -188,6 +195,6 @@ class SurrogateSearch:
         return mean, effects, counts
 
 
-def _value_key(value: Any) -> tuple[bool, Any]:
+def _value_key(value: Any) -> ValueKey:
     """A hashable key per parameter value (True and 1 stay apart); values are JSON scalars."""
     return (type(value) is bool, value)

@@ -65,17 +65,17 @@ def check_source(source: str) -> None:
             "run must take the output buffer as `out` and fill it (destination passing)"
         )
     for node in ast.walk(tree):
-        roots: list[str] = []
-        if isinstance(node, ast.Import):
-            roots = [alias.name.split(".")[0] for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            roots = [(node.module or "").split(".")[0]] if node.level == 0 else ["<relative>"]
-        bad = [r for r in roots if r not in ALLOWED_IMPORTS]
-        if bad:
-            allowed = ", ".join(sorted(ALLOWED_IMPORTS - {"__future__"}))
-            raise ValueError(
-                f"line {node.lineno}: import of {bad[0]!r} is not allowed (allowed: {allowed})"
-            )
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            if isinstance(node, ast.Import):
+                roots = [alias.name.split(".")[0] for alias in node.names]
+            else:
+                roots = [(node.module or "").split(".")[0]] if node.level == 0 else ["<relative>"]
+            bad = [r for r in roots if r not in ALLOWED_IMPORTS]
+            if bad:
+                allowed = ", ".join(sorted(ALLOWED_IMPORTS - {"__future__"}))
+                raise ValueError(
+                    f"line {node.lineno}: import of {bad[0]!r} is not allowed (allowed: {allowed})"
+                )
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)

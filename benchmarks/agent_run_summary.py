@@ -25,7 +25,7 @@ def summarize(
     command_wall_s: float | None = None,
 ) -> dict[str, Any]:
     started = next((d for d in lines if d.get("event") == "started"), {})
-    summary = next((d for d in reversed(lines) if d.get("event") == "summary"), {})
+    summary: dict[str, Any] = next((d for d in reversed(lines) if d.get("event") == "summary"), {})
     iterations = [d for d in lines if d.get("event") == "iteration"]
     best = summary.get("best") or {}
     problem = started.get("problem", {})

@@ -167,6 +167,8 @@ def load(build_dir: str | None):
 
     loader = importlib.machinery.ExtensionFileLoader(NAME, candidates[0])
     spec = importlib.util.spec_from_loader(NAME, loader)
+    if spec is None:
+        raise ImportError(f"cannot import the extension {candidates[0]}")
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
     return module

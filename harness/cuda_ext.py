@@ -100,6 +100,8 @@ def _import_so(module_name: str, path: str):
 
     loader = importlib.machinery.ExtensionFileLoader(module_name, path)
     spec = importlib.util.spec_from_loader(module_name, loader)
+    if spec is None:
+        raise ImportError(f"cannot import the extension {path}")
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
     return module
@@ -365,7 +367,7 @@ def load_library(lib: CudaLibrary, functions: dict[str, CFunction]) -> BoundLibr
         except OSError:  # built elsewhere against a newer libc/libstdc++: a cache miss
             stale = True
     cached = handle is not None
-    if handle is None:
+    if path is None or handle is None:  # (no handle without a path: this tells mypy)
         path = build_library(lib, rebuild=stale)
         handle = ctypes.CDLL(path)
     report = {"cached": cached, "key": lib.key, "so": path, "seconds": time.perf_counter() - t0}

@@ -75,7 +75,9 @@ def evaluate(
     op = resolve_op(problem.op, config.op_ref)
     op.validate(problem)
     gpu = config.device != "cpu" and device_mod.gpu_visible()
-    regime = config.regime if gpu and config.regime not in (None, Regime.INTERPRETER) else None
+    regime: Regime | None = (
+        config.regime if gpu and config.regime not in (None, Regime.INTERPRETER) else None
+    )
     regime = regime or (Regime.OFFLINE if gpu else Regime.INTERPRETER)
     deadline = started + config.deadline_s if config.deadline_s is not None else None
     config = dataclasses.replace(config, regime=regime, deadline_at=deadline)
@@ -408,6 +410,9 @@ def _time(
     workdir: Path,
     base_job: dict,
 ) -> None:
+    regime = config.regime
+    if regime is None:
+        raise ValueError("timing needs the regime evaluate() resolves")
     op = resolve_op(problem.op, config.op_ref)
     dev = "cuda" if gpu else "cpu"
     usable = applicable(problem.op, problem.layout, dev)
@@ -421,7 +426,7 @@ def _time(
     job = {
         **base_job,
         "source": candidate.source,
-        "regime": str(config.regime),
+        "regime": str(regime),
         "baselines": list(names),
         "cublaslt_dir": _cublaslt_dir(gpu, names, config),
         "min_samples": lo,
@@ -457,7 +462,7 @@ def _time(
         samples[name]["synced"] = values  # the raw samples stay in the child's result
     stats = {name: timing.summarize(s["synced"] or s["host"]) for name, s in samples.items()}
     timings = Timings(
-        regime=config.regime,
+        regime=regime,
         protocol=TIMING_PROTOCOL,
         candidate=stats["candidate"],
         baselines={n: st for n, st in stats.items() if n != "candidate"},
@@ -554,6 +559,8 @@ def _cross_checks(samples: dict, res: dict, child_wall: float, ev: Evaluation) -
 
 def _roofline(ev: Evaluation, op, problem: Problem) -> None:
     t = ev.timings
+    if t is None:  # set by _time before it calls this
+        return
     secs = t.candidate.median_us / 1e6
     if secs <= 0:
         return

@@ -99,6 +99,8 @@ def _nvml_snapshot(uuid: str | None) -> dict:
             "nvmlDeviceGetCurrentClocksEventReasons",
             getattr(pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None),
         )
+        if get_reasons is None:
+            raise AttributeError("this pynvml has no clock reasons call")
         mask = int(get_reasons(handle))
         snap = {
             "source": "nvml",

@@ -137,7 +137,7 @@ def limiter(metrics: dict[str, float | None]) -> str | None:
     """The occupancy limiter: the resource allowing the fewest blocks per SM."""
     values = {k: metrics.get(f"occupancy_limit_{k}") for k in LIMITERS}
     known = {k: v for k, v in values.items() if v is not None}
-    return min(known, key=known.get) if known else None
+    return min(known, key=lambda k: known[k]) if known else None
 
 
 def classify(metrics: dict[str, float | None]) -> Bottleneck:

@@ -14,8 +14,10 @@ import sys
 import threading
 import time
 import types
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -47,6 +49,8 @@ def load_candidate(source: str, workdir: str, name: str = "kf_candidate") -> typ
     path = Path(workdir) / f"{name}.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import the candidate from {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -55,8 +59,9 @@ def load_candidate(source: str, workdir: str, name: str = "kf_candidate") -> typ
     return module
 
 
-def _watched_namespaces() -> dict[str, dict]:
-    spaces: dict[str, dict] = {
+def _watched_namespaces() -> dict[str, Mapping[str, Any]]:
+    # vars() of a class is a read-only mappingproxy, of a module its dict
+    spaces: dict[str, Mapping[str, Any]] = {
         "time": vars(time),
         "torch": vars(torch),
         "torch.cuda": vars(torch.cuda),

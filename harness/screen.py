@@ -366,9 +366,9 @@ class Screener:
             )
         by_id = {i.candidate.id: i for i in batch}
         for entry in result.entries:
-            item = by_id.get(entry.candidate_id)
-            if item is not None:
-                entry.compile_s = item.compile_s
+            screened = by_id.get(entry.candidate_id)
+            if screened is not None:
+                entry.compile_s = screened.compile_s
         result.compile_s = sum(e.compile_s for e in result.entries)
         result.pending = self.compiling
         result.wall_s = time.monotonic() - started
@@ -419,9 +419,9 @@ class Screener:
         by_id = {i.candidate.id: i for i in items}
         if res.status is ChildStatus.OK:
             entries = [_entry(r) for r in res.result["entries"]]
-            done = {e.candidate_id for e in entries}
+            done_ids = {e.candidate_id for e in entries}
             crashed = res.result.get("crashed")  # a CUDA fault poisoned the context there
-            rest = [i for i in items if i.candidate.id not in done]
+            rest = [i for i in items if i.candidate.id not in done_ids]
             if crashed:
                 rest = [i for i in rest if i.candidate.id != crashed]
                 entries.append(self._crashed(by_id[crashed], res.result.get("crash_detail", "")))

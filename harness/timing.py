@@ -134,7 +134,7 @@ def time_interleaved(
     preroll_cycles: dict[str, int] = {}
     preroll_us: dict[str, float] = {}
     per_us = 0.0
-    if gpu and regime is Regime.OFFLINE:
+    if flush is not None and regime is Regime.OFFLINE:  # (flush exists exactly on a GPU)
         per_us = _spin_cycles_per_us()
         for name in names:
             # The last warm-up launches are past compilation; 1.5x plus a margin covers jitter.
@@ -164,7 +164,7 @@ def time_interleaved(
             if before:
                 before(name, rnd)
             samples[name].host_us.append(0.0)  # placeholder, set below
-            if gpu:
+            if flush is not None:  # on a GPU
                 for _attempt in range(REGROW_TRIES + 1):
                     flush.zero_()
                     if regime is Regime.SERVER:

@@ -15,6 +15,7 @@ offline.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import random
@@ -146,7 +147,7 @@ def offline_plan(state: OptimizeState, ctx: RunContext) -> Plan | None:
                 break
             family = families[name]
             space = family.space(ctx.problem)
-            search = SurrogateSearch(space, lambda p, f=family: f.check(ctx.problem, p), rng=rng)
+            search = SurrogateSearch(space, functools.partial(family.check, ctx.problem), rng=rng)
             obs = observations.get(name, [])
             anchor = _best_point(obs) or _start_of(ctx, name) or family.default(ctx.problem)
             prefs = playbook.preferences(diagnosis.bottleneck, list(space.choices))

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+HOST = "127.0.0.1"  # the only address it listens on
+
 
 @dataclass(frozen=True)
 class Reply:
@@ -38,6 +40,7 @@ class FakeLLMServer:
                 reply = server._next(body, self.path)
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
+                payload: dict[str, Any]
                 if reply.status != 200:
                     payload = {
                         "error": {"message": f"scripted status {reply.status}", "type": "fake"}
@@ -74,7 +77,7 @@ class FakeLLMServer:
             def log_message(self, *args: Any) -> None:
                 return None
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer((HOST, 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -87,8 +90,8 @@ class FakeLLMServer:
 
     @property
     def api_base(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        port = self._server.server_address[1]
+        return f"http://{HOST}:{port}/v1"
 
     def __enter__(self) -> FakeLLMServer:
         self._thread.start()

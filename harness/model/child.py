@@ -16,6 +16,8 @@ import os
 import sys
 import time
 import traceback
+import types
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +61,8 @@ def _stage(stage: str, fn, *args):
 
 def _import(path: str):
     spec = importlib.util.spec_from_file_location("kf_user_model", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import the model file {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules["kf_user_model"] = module
     spec.loader.exec_module(module)
@@ -202,7 +206,7 @@ def _screen_one(index: int, item: dict, job: dict) -> dict:
     problem = Problem.from_dict(item["problem"])
     op = kernels.get_op(problem.op)
     families = {f.name: f for f in op.families()}
-    result = {"key": problem.key, "problem": problem.to_dict(), "tried": []}
+    result: dict[str, Any] = {"key": problem.key, "problem": problem.to_dict(), "tried": []}
     try:
         inputs = op.make_inputs(problem, seed=int(job.get("seed", 0)), device=device)
         ref = op.reference(problem, *inputs)
@@ -228,8 +232,12 @@ def _screen_one(index: int, item: dict, job: dict) -> dict:
             if not closeness.passed:
                 tried["error"] = f"incorrect: worst {closeness.worst_error:.3g} {closeness.detail}"
                 continue
-            fns = {
-                "kernel": lambda m=module: m.run(*inputs, out=out),
+
+            def kernel(m: types.ModuleType = module) -> None:  # bound now: the loop moves on
+                m.run(*inputs, out=out)
+
+            fns: dict[str, Callable[[], None]] = {
+                "kernel": kernel,
                 "torch": lambda: op.baseline(problem, *inputs, out=base_out),
             }
             samples = timing.time_interleaved(
@@ -508,7 +516,8 @@ def _fewer_compile_threads(exc: BaseException) -> bool:
     failed inside the sandbox once, harness/baselines.py); True if that is worth a retry."""
     import torch._inductor.config as inductor_config
 
-    if inductor_config.compile_threads <= 1:
+    threads = inductor_config.compile_threads  # None: Inductor picks (a pool)
+    if threads is not None and threads <= 1:
         return False
     inductor_config.compile_threads = 1
     return True
@@ -648,7 +657,7 @@ def _compare(ref, got, tolerance: float | None) -> dict:
     refs, gots = _flatten(ref), _flatten(got)
     if len(refs) != len(gots):
         return {"passed": False, "reason": f"{len(gots)} outputs, expected {len(refs)}"}
-    outputs = []
+    outputs: list[dict[str, Any]] = []
     passed = True
     for r, g in zip(refs, gots, strict=True):
         if r.shape != g.shape or r.dtype != g.dtype:

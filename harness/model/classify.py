@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import kernels
@@ -223,9 +223,10 @@ def classify(
             path = frame.name.removeprefix(MODULE_PREFIX)
             found = problem_for_module(modules.get(path, {}))
             if found is not None:
-                op, problem, note = found
-                label = problem.key if problem else f"{op} ({modules[path].get('cls')} {path})"
-                return op, label, problem, "module", note
+                module_op, problem, note = found
+                cls = modules[path].get("cls")
+                label = problem.key if problem else f"{module_op} ({cls} {path})"
+                return module_op, label, problem, "module", note
     stack = record.stack
     for i in range(len(stack) - 1, -1, -1):
         frame = stack[i]
@@ -289,7 +290,7 @@ def _signature(problem: Mapping) -> tuple:
     return (*problem["shape"], problem["dtype"], "+bias" in problem.get("layout", ""))
 
 
-def plan_groups(groups: list[Mapping], sites: list[Mapping]) -> list[dict]:
+def plan_groups(groups: Sequence[Mapping], sites: Sequence[Mapping]) -> list[dict]:
     """The profile's groups (ProblemGroup.to_dict()s) as the Amdahl plan should see them: the
     time of the Linear layers a fusion site computes (sites.py: swiglu_gate, qkv_rotary)
     moves from their matmul groups to a group of the fusion's problem, one call per site;

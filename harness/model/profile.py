@@ -85,7 +85,8 @@ class ModelProfile:
 
     def plan_groups(self) -> list[dict]:
         """Groups for the Amdahl plan: the basis's groups, Linear time moved to fusions."""
-        groups = self.compiled.groups if self.basis == "torch.compile" else self.groups
+        compiled = self.compiled if self.basis == "torch.compile" else None
+        groups = compiled.groups if compiled else self.groups
         return plan_groups([g.to_dict() for g in groups], self.sites)
 
     @property

@@ -96,7 +96,7 @@ class _Graph:
             value = self.tensors.get(node)
             return value if self.owned(value) else None
         if node.op == "get_attr":
-            return _attr(self.gm, node.target)
+            return _attr(self.gm, str(node.target))  # a get_attr's target is a dotted path
         if node.op == "call_function" and node.target is operator.getitem:
             base, index = self.constant(node.args[0]), node.args[1]
             if base is None or _has_node(index):
@@ -116,7 +116,7 @@ class _Graph:
         if not isinstance(node, fx.Node):
             return None
         if node.op == "get_attr":
-            value = _attr(self.gm, node.target)
+            value = _attr(self.gm, str(node.target))
             return value if isinstance(value, torch.nn.Parameter) else None
         value = self.tensors.get(node)
         return value if isinstance(value, torch.nn.Parameter) else None
@@ -170,7 +170,7 @@ def _is(node, fns: set, methods: Iterable[str] = ()) -> bool:
         return False
     if node.op == "call_function":
         return node.target in fns
-    return node.op == "call_method" and node.target in methods
+    return node.op == "call_method" and isinstance(node.target, str) and node.target in methods
 
 
 def _only_user(node: fx.Node) -> fx.Node | None:
@@ -249,8 +249,10 @@ def _linears(g: _Graph) -> list[tuple[fx.Node, fx.Node, fx.Node | None, Problem]
         xs, xv = g.shape(x), g.value(x)
         if weight is None or weight.dim() != 2 or xs is None or not xs:
             continue
-        if bias is not None and (g.parameter(bias) is None or g.parameter(bias).dim() != 1):
-            continue
+        if bias is not None:
+            bias_weight = g.parameter(bias)
+            if bias_weight is None or bias_weight.dim() != 1:
+                continue
         n, k = weight.shape
         layout = "NT+bias" if bias is not None else "NT"
         problem, _ = validated("matmul", (math.prod(xs[:-1]), n, k), _dtype_name(xv), layout)
@@ -295,7 +297,12 @@ def _swiglu_sites(g: _Graph, linears) -> list[Site]:
             if not (_is(silu, SILU, ("silu",)) and up in plain and _only_user(up) is node):
                 continue
             gate = silu.args[0]
-            if gate not in plain or _only_user(gate) is not silu or _only_user(silu) is not node:
+            if (
+                gate not in plain
+                or not isinstance(gate, fx.Node)
+                or _only_user(silu) is not node
+                or _only_user(gate) is not silu
+            ):
                 continue
             (xg, pg), (xu, pu) = plain[gate], plain[up]
             if xg is not xu or pg.shape != pu.shape or pg.dtype != pu.dtype:
@@ -405,6 +412,8 @@ def _module_sites(g: _Graph, regions: list[_Region]) -> list[Site]:
             continue
         if r.op == "rotary":
             xs = g.shape(r.x)
+            if xs is None:  # never: a region's input has a static shape (_region)
+                continue
             tables = _rotary_tables(g, r, math.prod(xs[:-3]) if len(xs) > 3 else 1)
             if tables is None:
                 continue
@@ -437,33 +446,37 @@ def _qkv_sites(g: _Graph, linears, regions: list[_Region]) -> list[Site]:
             by_x.setdefault(x, []).append((node, problem))
     sites = []
     for x, group in by_x.items():
-        heads, plain = [], []  # (linear, view, region): rotated; (linear, view): not
+        # (linear, view, its shape, region, problem): rotated; (linear, view, shape, problem): not
+        heads: list[tuple[fx.Node, fx.Node, tuple[int, ...], _Region, Problem]] = []
+        plain: list[tuple[fx.Node, fx.Node, tuple[int, ...], Problem]] = []
         for lin, problem in group:
             view = _only_user(lin)
             shape = g.shape(view) if _is(view, RESHAPE_FNS, RESHAPE_METHODS) else None
-            if shape is None or len(shape) < 3:
+            if view is None or shape is None or len(shape) < 3:
                 continue
             region = rotary_by_input.get(view)
             if region is not None and all(u in region.nodes for u in view.users):
-                heads.append((lin, view, region, problem))
+                heads.append((lin, view, shape, region, problem))
             elif region is None:
-                plain.append((lin, view, problem))
+                plain.append((lin, view, shape, problem))
         if len(heads) != 2:
             continue
         # q has at least as many heads as k (grouped-query attention); v is shaped like k.
-        heads.sort(key=lambda h: -h[3].shape[1])
-        (q_lin, q_view, q_rot, pq), (k_lin, k_view, k_rot, pk) = heads
-        d = g.shape(q_view)[-1]
-        vs = [p for p in plain if p[2].shape == pk.shape and g.shape(p[1])[-1] == d]
-        if len(vs) != 1 or g.shape(k_view)[-1] != d or d % 2:
+        heads.sort(key=lambda h: -h[4].shape[1])
+        (q_lin, q_view, q_view_shape, q_rot, pq), (k_lin, k_view, k_view_shape, k_rot, pk) = heads
+        d = q_view_shape[-1]
+        vs = [p for p in plain if p[3].shape == pk.shape and p[2][-1] == d]
+        if len(vs) != 1 or k_view_shape[-1] != d or d % 2:
             continue
-        v_lin, _v_view, pv = vs[0]
-        same_tables = q_rot.module is k_rot.module or (
-            torch.equal(q_rot.module.cos, k_rot.module.cos)
-            and torch.equal(q_rot.module.sin, k_rot.module.sin)
+        v_lin, _v_view, _v_shape, pv = vs[0]
+        # A rotary region has cos and sin buffers (classify.problem_for_module).
+        q_mod, k_mod = q_rot.module, k_rot.module
+        same_tables = q_mod is k_mod or (
+            torch.equal(q_mod.get_buffer("cos"), k_mod.get_buffer("cos"))
+            and torch.equal(q_mod.get_buffer("sin"), k_mod.get_buffer("sin"))
         )
         m, n_q, k = pq.shape
-        seq = q_rot.module.cos.shape[0]
+        seq = q_mod.get_buffer("cos").shape[0]
         if not same_tables or m % seq:
             continue
         tables = _rotary_tables(g, q_rot, m // seq)

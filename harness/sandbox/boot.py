@@ -234,6 +234,8 @@ def main() -> None:
         spawn = spawn_from(json.loads(stdin.line()))
     fd = spawn.fd
     if fd is None:  # opened now, before Landlock makes its folder read-only
+        if spawn.result_path is None:
+            raise SystemExit("sandbox settings name neither a result fd nor a result file")
         fd = os.open(spawn.result_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     else:
         os.set_inheritable(fd, False)  # grandchildren (nvcc, ninja, a fork bomb) don't get it
@@ -258,8 +260,10 @@ def main() -> None:
         # spare's placeholder one before any job code runs.
         os.environ.clear()
         os.environ.update(claim.env)
-        if "tempfile" in sys.modules:
-            sys.modules["tempfile"].tempdir = None
+        if "tempfile" in sys.modules:  # already loaded: only its cached folder is reset
+            import tempfile  # noqa: PLC0415
+
+            tempfile.tempdir = None
     elif claim is None:
         claim = claim_from(json.loads(stdin.rest()))
     os.close(0)

@@ -132,5 +132,7 @@ def exec_in_view() -> None:
         raise SystemExit("refusing to build a mount view outside a mount namespace of its own")
     cgroups.join(settings["spawn"]["cgroup_procs"])
     plan = claim_from(settings["claim"]).plan
+    if plan is None:
+        raise SystemExit("refusing to build a mount view without a mount plan")
     os.environ["KF_VIEW_NOTE"] = json.dumps(build(plan))
     os.execvp(sys.argv[1], sys.argv[1:])

@@ -132,12 +132,13 @@ def run_child(
     start = time.monotonic()
     child = pool.claim(config) if use_spares else None
     spare = child is not None
-    if spare and not process.hand_over(child, claim):  # it died just now: never fail for it
+    # A spare that died just now is not the job's failure: a fresh child runs it instead.
+    if child is not None and not process.hand_over(child, claim):
         child.cleanup()
         child, spare = None, False
     if child is None:
         settings_path = os.path.join(side_dir, "settings.json") if side_dir else None
-        child = process.start(
+        started = process.start(
             config,
             workdir,
             warm=False,
@@ -146,10 +147,11 @@ def run_child(
             settings_path=settings_path,
             claim=claim,
         )
-        if isinstance(child, str):
+        if isinstance(started, str):
             if side_dir:
                 shutil.rmtree(side_dir, ignore_errors=True)
-            return ChildResult(ChildStatus.INFRA, error=child)
+            return ChildResult(ChildStatus.INFRA, error=started)
+        child = started
         process.hand_over(child, None if wrapper else claim)  # a failure shows as a crash
     message = bytearray()
     reader = threading.Thread(target=_read_all, args=(child.read_fd, message), daemon=True)

@@ -18,6 +18,7 @@ import sys
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import IO
 
 from harness.config import Limits
 from harness.sandbox import cgroups, namespaces, scratch
@@ -135,13 +136,19 @@ class Started:
     """A child process with its cgroup and pipes; it has not been told its job yet."""
 
     config: Config
-    proc: subprocess.Popen
+    proc: subprocess.Popen[bytes]
     group: cgroups.CgroupSet
     read_fd: int
     output: CappedOutput
     spawn: SpawnSettings  # what it was told at its start (its namespaces among them)
     scratch: str | None = None  # a spare's own HOME and cwd until its claim
     timer: threading.Timer | None = None
+
+    @property
+    def stdin(self) -> IO[bytes]:
+        """The pipe its spawn settings and claim go down (start() always opens it)."""
+        assert self.proc.stdin is not None, "a sandbox child is started with stdin=PIPE"
+        return self.proc.stdin
 
     def cleanup(self) -> None:
         """After the child ended (or to end it): nothing of it stays behind."""
@@ -150,7 +157,7 @@ class Started:
         kill_group(self.proc.pid)
         self.group.kill_all()
         with contextlib.suppress(OSError):
-            self.proc.stdin.close()
+            self.stdin.close()
         self.proc.wait()
         with contextlib.suppress(OSError):
             os.close(self.read_fd)
@@ -236,8 +243,8 @@ def start(
     child = Started(config, proc, group, read_fd, output, spawn)
     if not settings_path:
         try:  # one short line: fits the pipe buffer, never blocks
-            proc.stdin.write(dumps(spawn) + b"\n")
-            proc.stdin.flush()
+            child.stdin.write(dumps(spawn) + b"\n")
+            child.stdin.flush()
         except OSError:
             pass  # it died at once: its result (none) says so
     return child
@@ -247,8 +254,8 @@ def hand_over(child: Started, claim: Claim | None) -> bool:
     """Give the child its job (the wrapped kind has it in its settings file already)."""
     try:
         if claim is not None:
-            child.proc.stdin.write(dumps(claim))
-        child.proc.stdin.close()
+            child.stdin.write(dumps(claim))
+        child.stdin.close()
     except OSError:
         return False
     return True

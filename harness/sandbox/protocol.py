@@ -119,7 +119,8 @@ def _off(value: object) -> bool:
 
 
 def dumps(obj: Any) -> bytes:
-    return json.dumps(dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj).encode()
+    is_instance = dataclasses.is_dataclass(obj) and not isinstance(obj, type)
+    return json.dumps(dataclasses.asdict(obj) if is_instance else obj).encode()
 
 
 def spawn_from(data: dict[str, Any]) -> SpawnSettings:
@@ -133,7 +134,8 @@ def claim_from(data: dict[str, Any]) -> Claim:
     data = dict(data)
     plan = data.get("plan")
     if plan is not None:
-        data["plan"] = MountPlan(
-            **{k: tuple(v) if isinstance(v, list) else v for k, v in plan.items()}
-        )
+        fields: dict[str, Any] = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in plan.items()
+        }
+        data["plan"] = MountPlan(**fields)
     return Claim(**data)

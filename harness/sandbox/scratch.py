@@ -59,7 +59,7 @@ def make(kind: str) -> str:
 def sweep(root: str | None = None) -> list[str]:
     """Remove the harness folders under `root` (the temp folder) whose maker is gone."""
     root = root or tempfile.gettempdir()
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(root)
     except OSError:

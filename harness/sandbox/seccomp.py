@@ -101,7 +101,9 @@ def install() -> str:
         return "none (seccomp_init failed)"
     try:
         refused = 0
-        rules = [(n, _errno(errno.EPERM), None) for n in DENY]
+        rules: list[tuple[str, int, _ArgCmp | None]] = [
+            (n, _errno(errno.EPERM), None) for n in DENY
+        ]
         rules.append(("clone3", _errno(errno.ENOSYS), None))
         new_user = _ArgCmp(0, _CMP_MASKED_EQ, _CLONE_NEWUSER, _CLONE_NEWUSER)
         rules.append(("clone", _errno(errno.EPERM), new_user))

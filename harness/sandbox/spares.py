@@ -59,7 +59,8 @@ class SparePool:
             if spare is None:
                 return None
             self.idle.remove(spare)
-        spare.timer.cancel()
+        if spare.timer:  # every idle spare has one (fill)
+            spare.timer.cancel()
         why = _wait_ready(spare)
         if why:
             _log.warning("sandbox spare %d not used: %s", spare.proc.pid, why)
@@ -115,7 +116,7 @@ class SparePool:
         spares, self.idle = self.idle, []
         for spare in spares:
             with contextlib.suppress(OSError):
-                spare.proc.stdin.close()
+                spare.stdin.close()
             with contextlib.suppress(OSError):
                 os.close(spare.read_fd)
 

@@ -267,7 +267,8 @@ run_fixture("exploit_hang", limits=Limits(wall_s=120))
 
 
 def _descendants(pid: int) -> set[int]:
-    found, todo = set(), [pid]
+    found: set[int] = set()
+    todo = [pid]
     while todo:
         for task in Path(f"/proc/{todo.pop()}/task").glob("*"):
             try:

@@ -16,8 +16,9 @@ def _imports(path: Path) -> list[tuple[str, list[str]]]:
     """(module, names) of every `from harness.X import ...` in the file, nested ones too."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("harness."):
-            found.append((node.module.removeprefix("harness."), [a.name for a in node.names]))
+        module = (node.module or "") if isinstance(node, ast.ImportFrom) else ""
+        if isinstance(node, ast.ImportFrom) and module.startswith("harness."):
+            found.append((module.removeprefix("harness."), [a.name for a in node.names]))
         elif isinstance(node, ast.ImportFrom) and node.module == "harness":
             found += [(a.name, []) for a in node.names]
     return found

@@ -22,6 +22,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "models"
 
 def _example(name: str):
     spec = importlib.util.spec_from_file_location(f"kf_example_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     torch.manual_seed(0)
@@ -43,7 +44,8 @@ def _reference_op(problem: Problem):
     def run(*inputs, out):
         out.copy_(op.reference(problem, *inputs))
 
-    return kernel_ops.kernel_op(problem, types.SimpleNamespace(run=run))
+    # A stand-in for a loaded candidate module: kernel_op only calls its run().
+    return kernel_ops.kernel_op(problem, types.SimpleNamespace(run=run))  # type: ignore[arg-type]
 
 
 def test_it_finds_the_fusions_of_the_decode_example():

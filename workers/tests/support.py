@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 from urllib.parse import urlparse, urlunparse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,7 +103,8 @@ def queue_length(name: str) -> int:
     prefix = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix", "")
     keys = [prefix + name] + [f"{prefix}{name}\x06\x16{step}" for step in (3, 6, 9)]
     broker = redis.Redis.from_url(settings.REDIS_URL)
-    return sum(broker.llen(key) for key in keys)
+    # redis-py types its sync and async clients alike (Awaitable | int); this one is sync.
+    return sum(cast(int, broker.llen(key)) for key in keys)
 
 
 def queue_clear(name: str) -> None:

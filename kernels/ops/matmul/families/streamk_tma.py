@@ -21,6 +21,9 @@ Problems whose strides TMA cannot take fall back to the tiled pointer kernel.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
 from kernels.ops.matmul.families import snippets
 from kernels.ops.matmul.families.persistent_tma import PersistentTmaMatmul
 from kernels.problem import ParamSpace, Problem
@@ -391,7 +394,11 @@ class StreamKTmaMatmul(PersistentTmaMatmul):
         "shared evenly by all SMs, last contributor fixes up), TMA loads and stores"
     )
     # Stream-K runs one program per SM by construction: no PROGRAMS_PER_SM.
-    STREAM_K = {"SK_WAVES": [1, 2], "SK_FIRST": [True, False], "SK_PEEK": [True, False]}
+    STREAM_K: ClassVar[dict[str, Sequence[Any]]] = {
+        "SK_WAVES": [1, 2],
+        "SK_FIRST": [True, False],
+        "SK_PEEK": [True, False],
+    }
 
     def space(self, problem: Problem) -> ParamSpace:
         base = super().space(problem)
