@@ -46,6 +46,9 @@ def test_it_stops_sampling_once_the_relative_error_is_small():
     )
     assert 10 <= len(out["a"].host_us) < 10_000
     assert len(out["a"].host_us) == len(out["b"].host_us)
+    # No events off the GPU: both views fall back to the host clock (the benchmark's search
+    # ranks by plain_stats, evaluations report stats).
+    assert out["a"].plain_stats() == out["a"].stats() == timing.summarize(out["a"].host_us)
 
 
 def test_it_picks_the_shortest_pre_roll_after_which_plain_events_stop_falling():
