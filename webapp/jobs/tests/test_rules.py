@@ -130,3 +130,24 @@ def test_the_web_app_ranks_by_the_harness_call_and_never_recomputes_it(
     )
     assert final is not None and final.beats_baselines and final.ranked
     assert api_winner_speedups(alice_api, job) == {"rmsnorm/8x256/fp32": 1.4}
+
+
+def test_migration_0007_gives_old_rows_the_call_they_were_ranked_by(alice, team, problems):
+    import importlib
+
+    from django.apps import apps
+
+    from webapp.jobs.models import Iteration
+
+    fill = importlib.import_module("webapp.jobs.migrations.0007_iteration_beats_baselines").fill
+    job, (mm, rms) = make_job(alice, team, problems)
+    rms.iterate(verdict="kept", speedup=1.4)  # no interval, no noise: 1.4 beats torch
+    rms.iterate(verdict="reverted", speedup=0.9)
+    mm.iterate(verdict="reverted")  # not timed
+    Iteration.objects.update(beats_baselines=False)  # rows as they were before 0007
+    fill(apps, None)
+    assert list(Iteration.objects.order_by("id").values_list("beats_baselines", flat=True)) == [
+        True,
+        False,
+        False,
+    ]
