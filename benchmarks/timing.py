@@ -55,5 +55,9 @@ def copy_bandwidth_gbps(timer: Timer | None = None, nbytes: int = 2 * 2**30) -> 
     """Measured device-to-device copy rate, counting bytes read plus bytes written."""
     src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device="cuda").normal_()
     dst = torch.empty_like(src)
-    stats = (timer or Timer()).offline({"copy": lambda: dst.copy_(src)}, budget_ms=200)
+
+    def copy() -> None:
+        dst.copy_(src)
+
+    stats = (timer or Timer()).offline({"copy": copy}, budget_ms=200)
     return 2 * nbytes / (stats["copy"].median_us * 1e-6) / 1e9

@@ -76,18 +76,19 @@ class BaselineCall:
 def beats_baselines(
     speedups: Mapping[str, Any],
     speedup_ci: Mapping[str, Any] | None = None,
-    noise: float | None = 0.0,
+    noise: Any = 0.0,
 ) -> BaselineCall:
-    """The rule on a result's numbers (Timings' fields, typed or as stored JSON)."""
+    """The rule on a result's numbers (Timings' fields, typed or as stored JSON: `noise` may
+    be missing or no number there, which counts as none)."""
     intervals = speedup_ci or {}
-    spread = noise if _finite(noise) and noise > 0 else 0.0
+    spread = float(noise) if _finite(noise) and noise > 0 else 0.0
     margins = []
     for name, speedup in speedups.items():
         if not _finite(speedup):
             margins.append(Margin(name, math.nan, math.nan))
             continue
         ci = _interval(intervals.get(name))
-        low = ci[0] if ci is not None else speedup / (1.0 + spread)
+        low = ci[0] if ci is not None else float(speedup) / (1.0 + spread)
         margins.append(Margin(name, float(speedup), low, ci))
     return BaselineCall(tuple(margins))
 
