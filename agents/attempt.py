@@ -8,6 +8,7 @@ from typing import Any
 
 from agents.reporting import AttemptVerdict, IterationEvent
 from agents.state import Best, Pending, Record
+from harness import wins
 from harness.results import Evaluation
 
 
@@ -53,6 +54,9 @@ class Attempt:
             llm_cost_usd=item["llm_cost_usd"],
             tier=item["tier"],
             screen_speedup=item["screen_speedup"],
+            beats_baselines=wins.of_timings(
+                self.evaluation.timings if self.evaluation is not None else None
+            ).beats,
         )
 
     def record(self) -> Record:

@@ -15,6 +15,7 @@ from agents.evaluator import Evaluator, HarnessEvaluator, begin_run, compile_sta
 from agents.graph import build_graph
 from agents.reporting import AttemptVerdict, IterationEvent, Reporter, SearchStats
 from agents.state import OptimizeState, Record
+from harness import wins
 from kernels import get_op
 from kernels.problem import Problem
 
@@ -231,6 +232,7 @@ def _result(state: OptimizeState, thread_id: str, resumed: bool) -> OptimizeResu
             gpu_s=record["gpu_s"],
             tier=record["tier"],
             screen_speedup=best["screen_speedup"],
+            beats_baselines=wins.of_timings(best["evaluation"].get("timings")).beats,
         )
     not_run = {AttemptVerdict.INFRA_ERROR.value}
     evaluated = sum(

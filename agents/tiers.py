@@ -24,8 +24,10 @@ from typing import Any
 
 from agents.config import OptimizeConfig
 from agents.state import Best, OptimizeState, Screened
+from harness import wins
 from harness.results import Verdict
 from harness.screen import ScreenEntry
+from harness.wins import BaselineCall
 
 
 def beats(
@@ -119,15 +121,17 @@ class Outcome:
 
 
 def outcome(state: OptimizeState, config: OptimizeConfig, why_none: str) -> Outcome:
-    """Never ship a loss: the best ships only if it beats the fastest baseline beyond noise."""
+    """Never ship a loss: the best ships only if it beats every baseline of its full-protocol
+    evaluation beyond noise (harness.wins, the one rule)."""
     best = state.get("best")
     if best is None:
         return Outcome("baseline", f"{why_none}: PyTorch is kept")
+    call = best_call(best, config)
     speedups = dict(best["speedups"]) or {config.baseline: best["speedup"]}
-    name, speedup = min(speedups.items(), key=lambda kv: kv[1])
-    threshold = max(best["noise"], config.min_gain)
+    fastest = call.fastest
+    name, speedup = (fastest.baseline, fastest.speedup) if fastest else (config.baseline, 0.0)
     who = f"#{best['index']} {best['family'] or 'llm'}"
-    if speedup > 1.0 + threshold:
+    if call.beats:
         return Outcome(
             "verified",
             f"{who}: {speedup:.3f}x the fastest baseline ({name}), fully verified",
@@ -135,10 +139,20 @@ def outcome(state: OptimizeState, config: OptimizeConfig, why_none: str) -> Outc
         )
     return Outcome(
         "baseline",
-        f"the best verified candidate ({who}) reaches {speedup:.3f}x {name}, not beyond the "
-        f"noise ({threshold:.1%}): nothing beat the fastest baseline, PyTorch is kept",
+        f"the best verified candidate ({who}) reaches {speedup:.3f}x {name}, "
+        f"{call.describe()}: nothing beat the fastest baseline, PyTorch is kept",
         speedups,
     )
+
+
+def best_call(best: Best, config: OptimizeConfig) -> BaselineCall:
+    """The rule on the best's full-protocol evaluation; a best stored without its timings
+    (none in practice) is judged on its primary speedup and noise."""
+    call = wins.of_timings((best.get("evaluation") or {}).get("timings"))
+    if call.margins:
+        return call
+    primary = best["speedups"] or {config.baseline: best["speedup"]}
+    return wins.beats_baselines(primary, None, best["noise"])
 
 
 def counted(

@@ -9,8 +9,8 @@
 Prints a table (TFLOP/s or GB/s, % of measured roofs, speedup per baseline, geomeans) and
 writes JSON (device, versions, date, command, per-problem results) to --out. Per shape it
 reports "ours" (our best kernel that passed the gate, against torch; may be below 1) and
-"exported" (ours if it beat the best baseline beyond noise, else PyTorch's 1.00x; the rule
-is benchmarks/verdict.py), and the geomeans of both.
+"exported" (ours if it beat every baseline beyond noise, else PyTorch's 1.00x; the rule is
+harness/wins.py, applied in benchmarks/verdict.py), and the geomeans of both.
 """
 
 from __future__ import annotations
@@ -145,7 +145,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from benchmarks import run as bench
-    from benchmarks.timing import Timer
     from kernels.shapes import problem_set
 
     if not torch.cuda.is_available():
@@ -178,8 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         bench.precompile(entries, args.precompile, max_points)
     if builder is not None:
         builder.join()
-    timer = Timer()
-    roofs = measured_roofs(timer)
+    roofs = measured_roofs()
     print(
         f"# roofs ({roofs['source']}): copy {roofs['copy_gbps']:.0f} GB/s, "
         f"bf16 matmul {roofs['peak_tflops']:.0f} TFLOP/s",
@@ -189,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     for e in entries:
         outcomes.append(
             bench.safe_bench(
-                e, timer, baselines, regimes, roofs, fixed=tuned.get(e.name), max_points=max_points
+                e, baselines, regimes, roofs, fixed=tuned.get(e.name), max_points=max_points
             )
         )
         write_report(args, argv, roofs, {}, outcomes)  # partial results survive a time-out
@@ -209,14 +207,12 @@ def build_cublaslt(cache: dict) -> None:
         print(f"# cublaslt baseline unavailable: {exc}", flush=True)
 
 
-def measured_roofs(timer) -> dict:
-    """The harness's measured ceilings (the product's roofs); the benchmark's own if those
-    cannot be measured here."""
-    from benchmarks.timing import copy_bandwidth_gbps, matmul_peak_tflops
+def measured_roofs() -> dict:
+    """The harness's measured ceilings (the product's roofs), from its sandboxed child; the same
+    measurement in this process if that child cannot run here."""
+    from harness import ceilings, device_ceilings
 
     try:
-        from harness import device_ceilings
-
         info = device_ceilings()
         if info.peak_gbps and info.peak_tflops:
             return {
@@ -227,10 +223,13 @@ def measured_roofs(timer) -> dict:
             }
     except Exception as exc:  # noqa: BLE001
         print(f"# harness ceilings unavailable ({exc}); measuring here", flush=True)
+    with tempfile.TemporaryDirectory() as cache_dir:
+        data = ceilings.measure({"cache_dir": cache_dir, "refresh": True})
     return {
-        "copy_gbps": copy_bandwidth_gbps(timer),
-        "peak_tflops": matmul_peak_tflops(timer),
-        "source": "benchmarks.timing",
+        "copy_gbps": data["peak_gbps"],
+        "peak_tflops": data["peak_tflops"],
+        "source": "harness.ceilings.measure (in this process)",
+        "method": data["method"],
     }
 
 
@@ -247,8 +246,8 @@ def write_report(args, argv, roofs, summary, outcomes) -> None:
         "plain_median_us = end event right after the call",
         "set": args.set,
         "verdict_rule": "a shape is won only if its kernel passed the whole gate and the "
-        "bootstrap 95 % interval of best-baseline/ours lies above 1; exported = ours vs torch "
-        "if won, else 1.00 (fallback to PyTorch); benchmarks/verdict.py",
+        "bootstrap 95 % interval of baseline/ours lies above 1 for every baseline; exported = "
+        "ours vs torch if won, else 1.00 (fallback to PyTorch); harness/wins.py",
         "summary": {k: v for k, v in summary.items() if k != "speedup_geomeans"},
         "geomean_speedup_synced": summary.get("speedup_geomeans", {}),
         "results": [dataclasses.asdict(o) for o in outcomes],

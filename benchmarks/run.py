@@ -1,8 +1,9 @@
 """One benchmark pass over named problems: search, gate, time, and summarize.
 
-Everything runs in this one process on one GPU (trusted code: our own families). Timing of
-winners and baselines uses the harness's protocol (harness.timing.time_interleaved, kf-timing-v1);
-the quick ranking during the search uses plain flushed events (benchmarks/timing.py).
+Everything runs in this one process on one GPU (trusted code: our own families). All timing is
+the harness's protocol (harness.timing.time_interleaved, kf-timing-v1): the quick ranking during
+the search reads its plain end events (GPU time, no sync round trip; Samples.plain_stats), the
+finalists, winners and baselines its reported times.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from typing import Any
 import torch
 
 from benchmarks.pools import pool_for
-from benchmarks.timing import Timer
 from benchmarks.verdict import Verdict, decide, no_kernel
 from harness.results import Regime
 from harness.timing import reported_us, summarize, time_interleaved
@@ -65,7 +65,6 @@ def _family(op, name: str | None):
 
 def search(
     entry: NamedProblem,
-    timer: Timer,
     inputs,
     ref,
     out,
@@ -103,13 +102,15 @@ def search(
             if not result.passed:
                 t.error = f"incorrect: worst {result.worst_error:.3g} {result.detail}"
                 continue
-            stats = timer.offline(
+            samples = time_interleaved(
                 {"c": lambda m=module: m.run(*inputs, out=out)},
-                budget_ms=60,
-                min_reps=10,
-                max_reps=60,
+                regime=Regime.OFFLINE,
+                min_samples=10,
+                max_samples=60,
+                target_rel_err=0.01,
+                max_seconds=1.0,
             )
-            t.us = stats["c"].median_us  # flushed back-to-back events: GPU time, low noise
+            t.us = samples["c"].plain_stats().median_us  # flushed, pre-rolled: GPU time
         except Exception as exc:  # noqa: BLE001  (a point that fails to compile is data)
             t.error = f"{type(exc).__name__}: {str(exc)[:300]}"
     ok = sorted((t for t in tried if t.us is not None), key=lambda t: t.us)
@@ -161,7 +162,6 @@ def gate(entry: NamedProblem, family_name: str, params: dict) -> list[str]:
 
 def bench_one(
     entry: NamedProblem,
-    timer: Timer,
     baselines: dict,
     regimes: list[str],
     roofs: dict,
@@ -175,7 +175,7 @@ def bench_one(
     ref = op.reference(problem, *inputs)
     spec = op.output_spec(problem)
     out = torch.empty(spec.shape, dtype=spec.dtype, device="cuda")
-    ranked = search(entry, timer, inputs, ref, out, fixed=fixed, max_points=max_points)
+    ranked = search(entry, inputs, ref, out, fixed=fixed, max_points=max_points)
     outcome.tried = ranked
     finalists = [t for t in ranked if t.us is not None]
     if not finalists:

@@ -1,8 +1,8 @@
 """Never ship a loss: whether our kernel for a shape is exported, and what the user gets.
 
-One rule, used by the benchmark's table and JSON: a kernel wins a shape only if it passed
-every correctness stage at that shape and beats the *best* baseline timed beside it beyond
-noise (the bootstrap 95 % interval of best-baseline time / our time lies above 1). Otherwise
+A kernel wins a shape only if it passed every correctness stage at that shape and beats every
+baseline timed beside it beyond noise: the product's one rule, harness/wins.py (the bootstrap
+95 % interval of baseline time / our time lies above 1 for each baseline). Otherwise
 the shape falls back to PyTorch, which is 1.00x by definition. So each shape has two numbers:
 
   ours      our best verified kernel against the reference (torch.matmul), may be below 1;
@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from harness.timing import speedup_ci
+from harness import wins
 
 REFERENCE = "torch"  # what the fallback runs, and what speedups are quoted against
 FALLBACK = 1.0
@@ -43,25 +43,24 @@ def decide(gate_failures: list[str], samples_us: dict[str, list[float]]) -> Verd
     cand = samples_us.get("candidate") or []
     if not cand or not baselines:
         return no_kernel("no timing")
+    call = wins.of_samples(samples_us)
+    fastest, closest = call.fastest, call.closest
+    assert fastest is not None and closest is not None  # every speedup here is a number
     medians = {k: statistics.median(v) for k, v in baselines.items()}
-    cand_median = statistics.median(cand)
-    best = min(medians, key=medians.get)
-    reference = REFERENCE if REFERENCE in medians else best
-    ours = medians[reference] / cand_median
-    vs_best = medians[best] / cand_median
-    ci = speedup_ci(baselines[best], cand)
+    reference = REFERENCE if REFERENCE in medians else fastest.baseline
+    ours = medians[reference] / statistics.median(cand)
     if gate_failures:
         reason, won = "failed gate", False
-    elif ci[0] > 1.0:
+    elif call.beats:
         reason, won = "won", True
     else:
-        reason, won = f"not faster than {best}", False
+        reason, won = f"not faster than {closest.baseline}", False
     return Verdict(
         won=won,
         reason=reason,
-        best_baseline=best,
-        ours_vs_best=vs_best,
-        ci_vs_best=ci,
+        best_baseline=fastest.baseline,
+        ours_vs_best=fastest.speedup,
+        ci_vs_best=fastest.ci,
         # A kernel that failed its gate has no "ours": it computes something else.
         ours=None if gate_failures else ours,
         exported=ours if won else FALLBACK,

@@ -113,7 +113,7 @@ def oracle_check(job: dict) -> dict:
             if case.exact_limit is None:
                 base = torch.empty(spec.shape, dtype=spec.dtype, device=device)
                 op.baseline(problem, *[t.to(device) for t in case.inputs], out=base)
-                base_err = closeness(base, ref, tol).worst
+                base_err = closeness(base, ref, tol).worst_error
                 if base_err > 1.0 and base_err != float("inf"):
                     findings.append(
                         {
@@ -123,12 +123,12 @@ def oracle_check(job: dict) -> dict:
                         }
                     )
             limit = vendor_limit(base_err)
-            note(case.stage, c.worst)
-            if c.unwritten or c.worst > limit:
+            note(case.stage, c.worst_error)
+            if c.unwritten or c.worst_error > limit:
                 fail(
                     case.stage,
-                    f"{case.name}: {c.detail or f'error {c.worst:.3g}x tolerance'}",
-                    c.worst,
+                    f"{case.name}: {c.detail or f'error {c.worst_error:.3g}x tolerance'}",
+                    c.worst_error,
                 )
             if case.exact_limit is not None:
                 bad, total = exact_mismatches(out, ref, case.exact_limit)
@@ -138,15 +138,15 @@ def oracle_check(job: dict) -> dict:
                         f"{case.name}: {bad} of {total} exactly representable entries differ",
                     )
             # Deviation bound from the vendor baseline on the same inputs (precision lowering).
-            if c.worst <= limit and case.exact_limit is None:
+            if c.worst_error <= limit and case.exact_limit is None:
                 bound = max(factor * base_err, 0.1)
-                note("baseline_deviation", c.worst / bound if bound else 0.0)
-                if c.worst > bound:
+                note("baseline_deviation", c.worst_error / bound if bound else 0.0)
+                if c.worst_error > bound:
                     fail(
                         "baseline_deviation",
-                        f"{case.name}: error {c.worst:.3g} vs vendor {base_err:.3g} (bound {factor:g}x): "
+                        f"{case.name}: error {c.worst_error:.3g} vs vendor {base_err:.3g} (bound {factor:g}x): "
                         "lower precision than the library computes",
-                        c.worst,
+                        c.worst_error,
                     )
         if len(runs) > 1:
             note("determinism")
@@ -155,7 +155,7 @@ def oracle_check(job: dict) -> dict:
                 diff = max_abs_error(a[g : g + n], b[g : g + n])
                 out_a = a[g : g + n].view(spec.shape)
                 out_b = b[g : g + n].view(spec.shape)
-                if closeness(out_b, out_a.to(torch.float64), tol).ok:
+                if closeness(out_b, out_a.to(torch.float64), tol).passed:
                     findings.append(
                         {
                             "check": "nondeterministic",
@@ -194,8 +194,8 @@ def oracle_recheck(job: dict) -> dict:
         ref = op.reference(problem, *inputs)  # compared on the device, as in oracle_check
         c = closeness(spot["out"].to(ref.device), ref, tol)
         checked += 1
-        worst = max(worst, c.worst)
-        if not c.ok and not detail:
+        worst = max(worst, c.worst_error)
+        if not c.passed and not detail:
             detail = f"{spot['label']}: {c.detail}"
     return {
         "checked": checked,

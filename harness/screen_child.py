@@ -110,7 +110,7 @@ class _Shape:
         self.spec = op.output_spec(problem)
         base = torch.empty(self.spec.shape, dtype=self.spec.dtype, device=device)
         op.baseline(problem, *self.inputs, out=base)
-        self.limit = vendor_limit(closeness(base, self.ref, self.tol).worst)
+        self.limit = vendor_limit(closeness(base, self.ref, self.tol).worst_error)
         self.device = device
 
     def check(self, module) -> tuple[bool, float, str]:
@@ -121,12 +121,12 @@ class _Shape:
         if self.device == "cuda":
             torch.cuda.synchronize()
         c = closeness(out, self.ref, self.tol)
-        ok = not c.unwritten and c.worst <= self.limit
+        ok = not c.unwritten and c.worst_error <= self.limit
         shape = "x".join(map(str, self.problem.shape))
         return (
             ok,
-            c.worst,
-            "" if ok else f"{shape}: {c.detail or f'error {c.worst:.3g}x tolerance'}",
+            c.worst_error,
+            "" if ok else f"{shape}: {c.detail or f'error {c.worst_error:.3g}x tolerance'}",
         )
 
 

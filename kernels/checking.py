@@ -17,28 +17,64 @@ from kernels.problem import Op, Problem, Tolerance
 @dataclass(frozen=True)
 class Closeness:
     passed: bool
-    worst_error: float  # max |out-ref| / (atol + rtol*|ref|); <= 1 passes, inf for NaN
+    # max |out-ref| / (atol + rtol*|ref|) over the finite references; <= 1 passes; inf for a
+    # shape mismatch, a NaN or an Inf that does not match
+    worst_error: float
     detail: str = ""
+    unwritten: int = 0  # NaN where the reference is finite: the harness's poison left, or a NaN
 
 
 def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Closeness:
-    """Elementwise |out - ref| <= atol + rtol*|ref|; NaN anywhere in `out` fails."""
+    """Elementwise |out - ref| <= atol + rtol*|ref|, relative to magnitude. The one closeness
+    rule: kernels' tests and tuning scripts, the harness's oracle and its screen all use it.
+
+    Non-finite values: a NaN in the reference is an error, never a wildcard (nothing is
+    compared); a NaN in `out` where the reference is finite is wrong (the harness poisons `out`
+    with NaN, so this is also how an unwritten element shows); an Inf must match an Inf of the
+    same sign in the reference, and an Inf in `out` where the reference is finite is wrong.
+    """
     if out.shape != ref.shape:
         return Closeness(False, float("inf"), f"shape {tuple(out.shape)} != {tuple(ref.shape)}")
     got = out.double()
     want = ref.double()
-    if not torch.isfinite(got).all() and torch.isfinite(want).all():
-        bad = (~torch.isfinite(got)).nonzero()[0].tolist()
-        return Closeness(False, float("inf"), f"non-finite output at index {bad}")
+    if torch.isnan(want).any():
+        return Closeness(False, float("inf"), "reference has NaN: refusing to compare")
+    finite = torch.isfinite(want)
+    nan = torch.isnan(got) & finite
+    unwritten = int(nan.sum())
+    if unwritten:
+        index = _first(nan)
+        return Closeness(
+            False,
+            float("inf"),
+            f"{unwritten} of {out.numel()} elements are NaN where the reference is finite "
+            f"(unwritten poison or a NaN), first at {index}",
+            unwritten,
+        )
+    wrong_inf = (~finite & (got != want)) | (finite & torch.isinf(got))
+    if wrong_inf.any():
+        index = _first(wrong_inf)
+        return Closeness(
+            False,
+            float("inf"),
+            f"at {index}: got {float(got[index]):.6g}, want {float(want[index]):.6g} "
+            "(an Inf must match an Inf of the same sign)",
+        )
     allowed = tol.atol + tol.rtol * want.abs()
-    ratio = (got - want).abs() / allowed
-    ratio = torch.where(torch.isnan(ratio), torch.zeros_like(ratio), ratio)  # inf-inf matches
+    ratio = torch.where(finite, (got - want).abs() / allowed, torch.zeros_like(want))
     worst = float(ratio.max()) if ratio.numel() else 0.0
     if worst <= 1.0:
         return Closeness(True, worst)
-    index = tuple(int(i) for i in torch.nonzero(ratio == ratio.max())[0])
-    detail = f"at {index}: got {float(got[index]):.6g}, want {float(want[index]):.6g}"
+    index = _first(ratio == ratio.max())
+    detail = (
+        f"error {worst:.3g}x tolerance at {index}: "
+        f"got {float(got[index]):.6g}, want {float(want[index]):.6g}"
+    )
     return Closeness(False, worst, detail)
+
+
+def _first(mask: torch.Tensor) -> tuple[int, ...]:
+    return tuple(int(i) for i in mask.nonzero()[0])
 
 
 def run_candidate(

@@ -73,3 +73,21 @@ def test_the_summary_counts_fallbacks_as_one_in_the_exported_geomean():
     assert abs(summary["exported_geomean"] - 2 ** (1 / 3)) < 0.03  # 2.0, 1.0, 1.0
     assert abs(summary["ours_geomean"] - 1.0) < 0.03  # 2.0 and 0.5
     assert summary["exported_min"] == 1.0 and summary["exported_ge_1_05"] == 1
+
+
+def test_a_tie_with_a_slower_but_noisy_baseline_is_not_a_win():
+    # cublaslt is the fastest by median and clearly beaten; compile is slower by median but so
+    # noisy that its interval reaches below 1. The product's rule (harness/wins.py) wants every
+    # baseline beaten; this file's old copy looked at the fastest by median only.
+    v = decide(
+        [],
+        {
+            "candidate": samples(20),
+            "torch": samples(40, seed=1),
+            "cublaslt": samples(22, seed=2),
+            # Two clocks: half its calls take 16 us, half 30 us; its median sits on the edge.
+            "compile": samples(16, n=29, seed=3) + samples(30, n=31, seed=4),
+        },
+    )
+    assert v.best_baseline == "cublaslt" and v.ci_vs_best[0] > 1.0
+    assert not v.won and v.reason == "not faster than compile" and v.exported == 1.0

@@ -76,6 +76,7 @@ class DjangoReporter:
                 attempt=self.attempt,
                 index=best.index,
                 evaluation=best.evaluation,
+                beats_baselines=best.beats_baselines,
             )
         if services.task_finish(
             task_id=self.task_id, attempt=self.attempt, stop_reason=stop_reason

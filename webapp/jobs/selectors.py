@@ -42,12 +42,17 @@ def result_facts(
     speedup: float | None,
     source: str,
     evaluation: dict[str, Any] | None,
+    beats_baselines: bool,
     final_evaluation: dict[str, Any] | None = None,
 ) -> ResultFacts:
     """A result is ranked only if the judge made it the best (so it passed every correctness
     stage and was not flagged), it is plausible, it was timed on a GPU, and it beats every
     baseline it was timed against beyond noise. Never ship a loss: a first correct candidate
     is kept however slow it is, and that alone makes nothing a winner.
+
+    `beats_baselines` is that last fact as the harness decided it (harness/wins.py, the one
+    rule) for the measurement: the worker passes it with the result (Iteration.beats_baselines);
+    the web app may not import the harness, so it never recomputes it from the timings.
 
     When the run re-evaluated its best with the full protocol (`final_evaluation`: more
     shapes, more samples, every baseline), that run decides: it must have passed too.
@@ -66,27 +71,9 @@ def result_facts(
         and not implausible
         and not interpreter
         and device.get("kind") == "cuda"
-        and beats_every_baseline(timings)
+        and beats_baselines
     )
     return ResultFacts(interpreter=interpreter, implausible=implausible, ranked=ranked)
-
-
-def beats_every_baseline(timings: dict[str, Any]) -> bool:
-    """True when, for every baseline timed, the speedup's lower bound is above 1: the bootstrap
-    95 % interval where the harness gives one, else the speedup less the measured noise."""
-    speedups = _dict(timings.get("speedups"))
-    if not speedups:
-        return False
-    intervals = _dict(timings.get("speedup_ci"))
-    noise = timings.get("noise") or 0.0
-    for name, speedup in speedups.items():
-        if not _number(speedup):
-            return False
-        ci = intervals.get(name)
-        low = ci[0] if isinstance(ci, list | tuple) and len(ci) == 2 and _number(ci[0]) else None
-        if (low if low is not None else speedup / (1.0 + noise)) <= 1.0:
-            return False
-    return True
 
 
 @dataclass(frozen=True)

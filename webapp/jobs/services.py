@@ -62,6 +62,7 @@ class IterationData:
     gpu_s: float = 0.0
     llm_tokens: int = 0
     llm_cost_usd: float = 0.0
+    beats_baselines: bool = False  # the harness's call on `evaluation` (Iteration.beats_baselines)
 
 
 def require_member(user: AbstractBaseUser, team: Team) -> None:
@@ -221,6 +222,7 @@ def iteration_record(*, task_id: int, attempt: int, data: IterationData) -> Iter
                 speedup=data.speedup,
                 source=data.source,
                 evaluation=data.evaluation,
+                beats_baselines=data.beats_baselines,
             )  # a new row has no final evaluation yet (iteration_final_record adds it)
             iteration = Iteration.objects.create(
                 job_id=task["job_id"],
@@ -242,6 +244,7 @@ def iteration_record(*, task_id: int, attempt: int, data: IterationData) -> Iter
                 interpreter=facts.interpreter,
                 implausible=facts.implausible,
                 ranked=facts.ranked,
+                beats_baselines=data.beats_baselines,
                 elapsed_s=data.elapsed_s,
                 gpu_s=data.gpu_s,
                 llm_tokens=data.llm_tokens,
@@ -256,11 +259,17 @@ def iteration_record(*, task_id: int, attempt: int, data: IterationData) -> Iter
 
 
 def iteration_final_record(
-    *, task_id: int, attempt: int, index: int, evaluation: dict[str, Any]
+    *,
+    task_id: int,
+    attempt: int,
+    index: int,
+    evaluation: dict[str, Any],
+    beats_baselines: bool,
 ) -> Iteration | None:
-    """Store the final full-protocol evaluation of the task's best (index) and apply the rules
-    to it: a best that the full protocol finds slower than some baseline is no longer ranked,
-    one it confirms is. None when this run no longer owns the task or there is no such row."""
+    """Store the final full-protocol evaluation of the task's best (index), with the harness's
+    call on it (`beats_baselines`), and apply the rules to it: a best that the full protocol
+    finds slower than some baseline is no longer ranked, one it confirms is. None when this run
+    no longer owns the task or there is no such row."""
     with transaction.atomic():
         owner = Task.objects.filter(id=task_id, attempt=attempt, status=Task.Status.RUNNING)
         it = Iteration.objects.select_for_update().filter(task_id=task_id, index=index).first()
@@ -271,16 +280,26 @@ def iteration_final_record(
             speedup=it.speedup,
             source=it.source,
             evaluation=it.evaluation,
+            beats_baselines=beats_baselines,
             final_evaluation=evaluation,
         )
         it.final_evaluation = evaluation
+        it.beats_baselines = beats_baselines
         it.interpreter, it.implausible, it.ranked = (
             facts.interpreter,
             facts.implausible,
             facts.ranked,
         )
         # save(), not update(): the leaderboard listens for the row's change (dashboard.signals).
-        it.save(update_fields=["final_evaluation", "interpreter", "implausible", "ranked"])
+        it.save(
+            update_fields=[
+                "final_evaluation",
+                "beats_baselines",
+                "interpreter",
+                "implausible",
+                "ranked",
+            ]
+        )
     return it
 
 

@@ -181,11 +181,14 @@ def final(speedups: dict[str, float], verdict: str = "passed") -> dict:
 
 
 def finish_with_final(worker, index: int, evaluation: dict) -> None:
-    """The run ends as workers/reporting.py reports it: its best, re-evaluated in full."""
+    """The run ends as workers/reporting.py reports it: its best, re-evaluated in full, with the
+    harness's call on that evaluation (agents.optimize builds the event the same way)."""
     from agents.reporting import IterationEvent
+    from harness import wins
 
     best = IterationEvent(index=index, parent=None, hypothesis="", source="", candidate_id="",
-                          verdict=AttemptVerdict.KEPT, reason="", evaluation=evaluation)  # fmt: skip
+                          verdict=AttemptVerdict.KEPT, reason="", evaluation=evaluation,
+                          beats_baselines=wins.of_timings(evaluation["timings"]).beats)  # fmt: skip
     claim = worker.claim
     DjangoReporter(task_id=claim.task_id, attempt=claim.attempt).finished(
         best=best, stop_reason="budget"

@@ -33,7 +33,8 @@ class FakeWorker:
         self.index = 0
 
     def iterate(self, *, verdict: str = "reverted", speedup: float | None = None,
-                source: str = "", **eval_kwargs: Any) -> None:  # fmt: skip
+                source: str = "", beats_baselines: bool | None = None,
+                **eval_kwargs: Any) -> None:  # fmt: skip
         data = job_services.IterationData(
             index=self.index,
             verdict=verdict,
@@ -42,6 +43,11 @@ class FakeWorker:
             speedup=speedup,
             evaluation=evaluation(speedup=speedup or 1.0, **eval_kwargs) if speedup else None,
             gpu_s=30.0,
+            # The harness's call on these timings (one baseline, no interval, no noise), which
+            # the real worker passes along (harness/wins.py; webapp may not import it).
+            beats_baselines=(speedup is not None and speedup > 1.0)
+            if beats_baselines is None
+            else beats_baselines,
         )
         saved = job_services.iteration_record(
             task_id=self.claim.task_id, attempt=self.claim.attempt, data=data

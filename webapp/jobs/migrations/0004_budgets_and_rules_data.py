@@ -16,6 +16,7 @@ STORED_ONLY = (
 
 
 def budgets_and_rules(apps, schema_editor):
+    from webapp.jobs.migrations._stored_rules import beat_every_baseline
     from webapp.jobs.selectors import result_facts  # the rule itself, not a copy of it
 
     Job = apps.get_model("jobs", "Job")
@@ -34,7 +35,11 @@ def budgets_and_rules(apps, schema_editor):
     rows = Iteration.objects.only("id", "verdict", "speedup", "source", "evaluation")
     for it in rows.iterator(chunk_size=1000):
         facts = result_facts(
-            verdict=it.verdict, speedup=it.speedup, source=it.source, evaluation=it.evaluation
+            verdict=it.verdict,
+            speedup=it.speedup,
+            source=it.source,
+            evaluation=it.evaluation,
+            beats_baselines=beat_every_baseline(it.evaluation),  # the call made then
         )
         if facts.interpreter or facts.implausible or facts.ranked:
             it.interpreter, it.implausible, it.ranked = (

@@ -75,6 +75,7 @@ def test_it_profiles_plans_optimizes_and_verifies_a_model_job(
                     speedup=1.5,
                     best_speedup=1.5,
                     evaluation=evaluation(speedup=1.5),
+                    beats_baselines=True,  # the harness's call, passed by the worker
                 ),
             )
         with django_capture_on_commit_callbacks(execute=False) as verify_enqueued:

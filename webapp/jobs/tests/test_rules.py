@@ -103,3 +103,51 @@ def test_the_api_leaderboard_ranks_one_entry_per_team_like_the_page(
         "second",
         2.1,
     )
+
+
+def test_the_web_app_ranks_by_the_harness_call_and_never_recomputes_it(
+    alice, team, problems, alice_api
+):
+    """Whether a result beats every baseline beyond noise is decided once, by the harness
+    (harness/wins.py), and passed by the worker: timings that look like a win are no winner
+    when the call says a baseline was not beaten, and a final evaluation's call replaces it."""
+    from webapp.api.tests.conftest import evaluation
+    from webapp.jobs import services
+    from webapp.jobs.models import Iteration
+
+    job, (mm, rms) = make_job(alice, team, problems)
+    rms.iterate(verdict="kept", speedup=1.4, beats_baselines=False)
+    assert api_winner_speedups(alice_api, job) == {}
+    it = Iteration.objects.get(task_id=rms.claim.task_id, index=0)
+    assert not it.beats_baselines and not it.ranked
+
+    final = services.iteration_final_record(
+        task_id=rms.claim.task_id,
+        attempt=rms.claim.attempt,
+        index=0,
+        evaluation=evaluation(speedup=1.4),
+        beats_baselines=True,
+    )
+    assert final is not None and final.beats_baselines and final.ranked
+    assert api_winner_speedups(alice_api, job) == {"rmsnorm/8x256/fp32": 1.4}
+
+
+def test_migration_0007_gives_old_rows_the_call_they_were_ranked_by(alice, team, problems):
+    import importlib
+
+    from django.apps import apps
+
+    from webapp.jobs.models import Iteration
+
+    fill = importlib.import_module("webapp.jobs.migrations.0007_iteration_beats_baselines").fill
+    job, (mm, rms) = make_job(alice, team, problems)
+    rms.iterate(verdict="kept", speedup=1.4)  # no interval, no noise: 1.4 beats torch
+    rms.iterate(verdict="reverted", speedup=0.9)
+    mm.iterate(verdict="reverted")  # not timed
+    Iteration.objects.update(beats_baselines=False)  # rows as they were before 0007
+    fill(apps, None)
+    assert list(Iteration.objects.order_by("id").values_list("beats_baselines", flat=True)) == [
+        True,
+        False,
+        False,
+    ]
