@@ -5,6 +5,7 @@ from agents import tiers
 from agents.attempt import Attempt
 from agents.config import Budget, OptimizeConfig
 from agents.reporting import AttemptVerdict
+from agents.state import Pending
 from harness.results import CompileResult, Evaluation, Regime, Timings, TimingStats, Verdict
 
 CONFIG = OptimizeConfig(budget=Budget(wall_s=60), min_gain=0.01)
@@ -27,7 +28,7 @@ def evaluation(speedups: dict[str, float], cis: dict[str, tuple[float, float]]) 
 
 
 def kept(ev: Evaluation) -> Attempt:
-    item = {
+    item: Pending = {
         "source": "def run(*a, out): pass\n",
         "family": "f",
         "params": {},
@@ -38,7 +39,9 @@ def kept(ev: Evaluation) -> Attempt:
         "screen_speedup": None,
         "llm_tokens": 0,
         "llm_cost_usd": 0.0,
+        "error": "",
     }
+    assert ev.timings is not None
     return Attempt(0, item, "c", AttemptVerdict.KEPT, "r", ev, ev.timings.speedups["torch"],
                    None, 1.0, 1.0)  # fmt: skip
 
