@@ -1,9 +1,11 @@
 """Closeness as the harness judges it (trusted processes only), and its other output checks.
 
 Closeness itself, with its NaN/Inf rule, is kernels.checking.compare (one rule and one
-Closeness for the oracle, the screen and kernels' own tests); the harness adds one anti-cheat
-on top: an all-zero output against a reference that is not, which atol alone would let pass
-where the reference is tiny.
+Closeness for the oracle, the screen and kernels' own tests); the harness is stricter on two
+points. A reference with any NaN or Inf is refused (RELIABILITY R1.2: the oracle's expected
+output must be finite; kernels' own tests may match an Inf with the same Inf). An all-zero
+output against a reference that is not fails, which atol alone would let pass where the
+reference is tiny.
 """
 
 from __future__ import annotations
@@ -15,8 +17,11 @@ from kernels.problem import Tolerance
 
 
 def closeness(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Closeness:
-    """kernels.checking.compare, then the all-zero check (where compare found no NaN or Inf):
-    its infinite error also keeps an all-zero vendor output from raising `vendor_limit`."""
+    """kernels.checking.compare on a finite reference, then the all-zero check (where compare
+    found no NaN or Inf): its infinite error also keeps an all-zero vendor output from raising
+    `vendor_limit`."""
+    if out.shape == ref.shape and not bool(torch.isfinite(ref).all()):
+        return Closeness(False, float("inf"), "reference is not finite: refusing to compare")
     c = compare(out, ref, tol)
     zeros = out.numel() and float(out.abs().max()) == 0 and float(ref.abs().max()) > 0
     if zeros and c.worst_error != float("inf"):

@@ -85,6 +85,12 @@ def test_it_counts_unwritten_poison_and_refuses_a_nan_reference():
     assert not closeness(ref.clone(), ref, TOL).passed
 
 
+def test_the_oracle_refuses_an_infinite_reference_even_where_the_output_matches_it():
+    ref = torch.tensor([1.0, float("inf")])
+    c = closeness(ref.clone(), ref, TOL)
+    assert not c.passed and "not finite" in c.detail
+
+
 def test_it_checks_exact_01_products_only_where_representable():
     ref = torch.tensor([3.0, 5000.0])
     assert exact_mismatches(torch.tensor([3.0, 4999.0]), ref, 2048.0) == (0, 1)
