@@ -10,8 +10,9 @@ long after `unshare` ran. Order matters:
    sockets, shared memory and other jobs' files there are gone, and what the child writes
    there dies with its namespace (a crash or SIGKILL included);
 4. the kept folders bound back at their own paths (writable or read-only) through the handles;
-5. every host pathname socket still reachable (listed by the parent from /proc/net/unix)
-   masked by binding /dev/null over it: connect() then fails.
+5. every host pathname socket still in view (the parent lists them all from /proc/net/unix;
+   those under a kept folder came back with it) masked by binding /dev/null over it: connect()
+   then fails.
 
 The child is still root here; afterwards it drops its capabilities (capabilities.py) and, with
 Landlock, may not mount at all, so it cannot undo any of this. Standard library only.
@@ -110,12 +111,12 @@ def build(plan: MountPlan) -> tuple[str, str]:
             if not stat.S_ISSOCK(os.stat(sock).st_mode):
                 continue
         except OSError:
-            continue  # gone, or under a covered folder: not reachable anyway
+            continue  # gone, or hidden by a covered folder's tmpfs: not reachable anyway
         _mount("/dev/null", sock, None, MS_BIND)
         masked += 1
     return (
         f"private {', '.join(covers)}; {root}",
-        f"host pathname sockets hidden ({masked} outside those folders masked)",
+        f"host pathname sockets hidden ({masked} still in view masked)",
     )
 
 

@@ -112,20 +112,19 @@ def _import_paths() -> tuple[str, ...]:
 
 
 def host_sockets() -> tuple[str, ...]:
-    """Pathname unix sockets bound on this host (this network namespace) outside the covered
-    folders: the child masks each one it can still reach. Read per child: sockets come and go."""
+    """Pathname unix sockets bound on this host (this network namespace), wherever they are:
+    the child masks each one still in its view once the view is built. Those under a covered
+    folder are listed too, because a folder bound back inside it (the code or the venv in a
+    checkout under /tmp) brings its sockets back into view. Read per child: sockets come and go."""
     try:
         lines = Path("/proc/net/unix").read_text().splitlines()[1:]
     except OSError:
         return ()
-    folders = list(covered())
     found = []
     for line in lines:
         fields = line.split(None, 7)
         if len(fields) == 8 and fields[7].startswith("/"):
-            path = os.path.realpath(fields[7])
-            if not _under(path, folders):
-                found.append(path)
+            found.append(os.path.realpath(fields[7]))
     return tuple(dict.fromkeys(found))
 
 

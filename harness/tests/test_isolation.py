@@ -128,12 +128,21 @@ class _Listener:
 
 
 @needs_namespaces
-def test_a_candidate_cannot_reach_host_unix_sockets():
+def test_a_candidate_cannot_reach_host_unix_sockets(monkeypatch):
     tag = uuid.uuid4().hex[:8]
     # One where such sockets usually live (covered by a private tmpfs), one anywhere else
-    # (masked: the parent lists it in /proc/net/unix), and an abstract one (network namespace).
+    # (masked: the parent lists it in /proc/net/unix), one in a folder under /tmp that the
+    # child's view binds back (an import path, as a checkout under /tmp is: masked too; it was
+    # reachable when only sockets outside the covered folders were listed), and an abstract one
+    # (network namespace).
     outside = Path(tempfile.mkdtemp(prefix=".kf-sock-", dir=REPO_ROOT))
-    paths = [os.path.join(tempfile.gettempdir(), f"kf-sock-{tag}"), str(outside / "s")]
+    bound_back = Path(tempfile.mkdtemp(prefix="kf-bound-"))
+    monkeypatch.syspath_prepend(str(bound_back))
+    paths = [
+        os.path.join(tempfile.gettempdir(), f"kf-sock-{tag}"),
+        str(outside / "s"),
+        str(bound_back / "s"),
+    ]
     abstract = f"kf-abstract-{tag}"
     listeners = [_Listener(p) for p in paths] + [_Listener("\0" + abstract)]
     try:
@@ -145,8 +154,9 @@ def test_a_candidate_cannot_reach_host_unix_sockets():
         for p in paths:
             Path(p).unlink(missing_ok=True)
         outside.rmdir()
+        bound_back.rmdir()
     assert ev.verdict is Verdict.PASSED, ev.error
-    assert not any(listener.got for listener in listeners)
+    assert [listener.got for listener in listeners] == [[]] * len(listeners)
     assert "UNIX connected" not in ev.stdout_tail, ev.stdout_tail
     # Output shown to the user has this server's paths made relative (harness/redact.py).
     for shown in [paths[0], os.path.relpath(paths[1], REPO_ROOT), "@" + abstract]:
