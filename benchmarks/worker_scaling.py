@@ -1,0 +1,328 @@
+"""Throughput of one shape-set job with one GPU worker and with several (issue 19).
+
+    python -m benchmarks.worker_scaling --gpus 0 0,1 --out benchmarks/results/worker_scaling_h100x2.json
+
+For each GPU set it starts the product as a team would (`manage.py up` with
+CUDA_VISIBLE_DEVICES set: its SQLite database and private Redis in a fresh folder, one Celery
+worker per visible GPU on that model's queue), submits one job of 8 matmul problems through the
+product's submission service, waits for the job to end, samples every GPU's utilisation with
+`nvidia-smi` meanwhile, and stops everything. It reports, per run: wall time from submission to
+the job's end, each GPU's busy fraction over that window, each task's worker and interval; and
+across runs: the throughput ratio, whether a worker ever ran two tasks at once (each worker owns
+one GPU, so a GPU never times two candidates at once), and how far each problem's torch.matmul
+time moved from the one-worker run (a timing that moves beyond noise means the GPUs disturb each
+other).
+
+The job's side runs in a child process (`--watch`) with the run's settings, so this process
+never loads Django itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+# Eight GEMMs of a Llama-3-8B layer: q/k/v, gate/up, down and o at a 2048-token prefill, and
+# four decode-size ones (1-32 tokens).
+SHAPES = (
+    "2048x6144x4096",
+    "2048x14336x4096",
+    "2048x4096x14336",
+    "2048x4096x4096",
+    "1x6144x4096",
+    "8x28672x4096",
+    "4x4096x14336",
+    "32x8192x8192",
+)
+UP_TIMEOUT_S = 300
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    problem: str
+    worker: str
+    status: str
+    started: float | None  # seconds after submission
+    finished: float | None
+    torch_us: float | None  # torch.matmul's median in the task's evaluations (GPU time)
+
+
+@dataclass
+class Run:
+    gpus: str  # CUDA_VISIBLE_DEVICES of `up`
+    job_status: str = ""
+    wall_s: float | None = None  # submission to the job's end
+    tasks: list[TaskRun] = field(default_factory=list)
+    busy: dict[str, float] = field(default_factory=dict)  # GPU index -> busy fraction
+    error: str = ""
+
+
+# ------------------------------------------------------------------ what the runs show
+
+
+def overlapping(tasks: list[TaskRun]) -> list[tuple[str, str, str]]:
+    """(worker, problem, problem) for every two tasks one worker ran at the same time."""
+    found = []
+    by_worker: dict[str, list[TaskRun]] = {}
+    for t in tasks:
+        if t.started is not None and t.finished is not None:
+            by_worker.setdefault(t.worker, []).append(t)
+    for worker, runs in by_worker.items():
+        runs.sort(key=lambda t: t.started or 0.0)
+        for a, b in zip(runs, runs[1:], strict=False):
+            if (b.started or 0.0) < (a.finished or 0.0):
+                found.append((worker, a.problem, b.problem))
+    return found
+
+
+def busy_fractions(samples: list[tuple[float, str, float]], start: float, end: float) -> dict:
+    """GPU index -> share of the samples in [start, end] with utilisation above 0."""
+    seen: dict[str, list[bool]] = {}
+    for t, gpu, util in samples:
+        if start <= t <= end:
+            seen.setdefault(gpu, []).append(util > 0)
+    return {gpu: sum(v) / len(v) for gpu, v in sorted(seen.items()) if v}
+
+
+def timing_drift(base: Run, other: Run) -> dict[str, float]:
+    """Problem -> torch.matmul time in `other` over the same in `base` (1.0: unmoved)."""
+    before = {t.problem: t.torch_us for t in base.tasks if t.torch_us}
+    return {
+        t.problem: t.torch_us / before[t.problem]
+        for t in other.tasks
+        if t.torch_us and before.get(t.problem)
+    }
+
+
+def summary(runs: list[Run]) -> dict[str, Any]:
+    base = runs[0]
+    out: dict[str, Any] = {"overlaps": {r.gpus: overlapping(r.tasks) for r in runs}}
+    for r in runs[1:]:
+        if base.wall_s and r.wall_s:
+            out[f"throughput_{r.gpus}_vs_{base.gpus}"] = base.wall_s / r.wall_s
+        drift = timing_drift(base, r)
+        if drift:
+            out[f"torch_time_drift_{r.gpus}"] = {
+                "per_problem": drift,
+                "median": statistics.median(drift.values()),
+            }
+    return out
+
+
+# ------------------------------------------------------------------ running the product
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _sample_gpus(samples: list, stop: threading.Event) -> None:
+    """nvidia-smi every 200 ms: (time, GPU index, utilisation %)."""
+    cmd = ["nvidia-smi", "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits"]
+    while not stop.is_set():
+        try:
+            text = subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return  # no GPU here: nothing to sample
+        now = time.time()
+        for line in text.strip().splitlines():
+            index, _, util = line.partition(",")
+            with contextlib.suppress(ValueError):
+                samples.append((now, index.strip(), float(util)))
+        stop.wait(0.2)
+
+
+def run_once(gpus: str, shapes: tuple[str, ...], gpu_minutes: int, timeout_s: float) -> Run:
+    run = Run(gpus=gpus)
+    with tempfile.TemporaryDirectory(prefix="kf-scaling-") as var:
+        env = dict(
+            os.environ,
+            CUDA_VISIBLE_DEVICES=gpus,
+            KF_VAR_DIR=var,
+            DJANGO_SETTINGS_MODULE="webapp.settings",
+            REDIS_URL=f"redis://127.0.0.1:{_free_port()}/0",  # nothing there: `up` starts its own
+        )
+        env.pop("DATABASE_URL", None)
+        log = open(Path(var) / "up.log", "w+")  # noqa: SIM115  (read while `up` runs)
+        up = subprocess.Popen(
+            [sys.executable, "manage.py", "up", "--port", str(_free_port())],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        samples: list[tuple[float, str, float]] = []
+        stop = threading.Event()
+        sampler = threading.Thread(target=_sample_gpus, args=(samples, stop), daemon=True)
+        try:
+            _wait_for(Path(var) / "up.log", "KernelForge is up", up)
+            sampler.start()
+            watch = subprocess.run(
+                [sys.executable, "-m", "benchmarks.worker_scaling", "--watch",
+                 "--gpu-minutes", str(gpu_minutes), "--timeout", str(timeout_s), *shapes],
+                cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s + 120,
+            )  # fmt: skip
+            if watch.returncode != 0:
+                raise RuntimeError(f"--watch failed: {watch.stderr[-2000:]}")
+            result = json.loads(watch.stdout.strip().splitlines()[-1])
+            run.job_status, run.wall_s = result["status"], result["wall_s"]
+            run.tasks = [TaskRun(**t) for t in result["tasks"]]
+            start = result["submitted"]
+            run.busy = busy_fractions(samples, start, start + (run.wall_s or 0.0))
+        except Exception as exc:  # noqa: BLE001  (recorded: the other run still goes)
+            log.seek(0)
+            run.error = f"{type(exc).__name__}: {exc}\n--- up.log ---\n{log.read()[-3000:]}"
+        finally:
+            stop.set()
+            os.killpg(up.pid, signal.SIGINT)  # `up` stops its workers, Redis and web server
+            try:
+                up.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(up.pid, signal.SIGKILL)
+            log.close()
+    return run
+
+
+def _wait_for(path: Path, text: str, proc: subprocess.Popen) -> None:
+    end = time.monotonic() + UP_TIMEOUT_S
+    while time.monotonic() < end:
+        if text in path.read_text():
+            return
+        if proc.poll() is not None:
+            raise RuntimeError(f"`manage.py up` exited ({proc.returncode}) before it was up")
+        time.sleep(1)
+    raise TimeoutError(f"`manage.py up` not up after {UP_TIMEOUT_S} s")
+
+
+def watch(shapes: list[str], gpu_minutes: int, timeout_s: float) -> dict[str, Any]:
+    """In the run's settings: submit the job as the demo user through the submission service,
+    wait for its end, and describe it."""
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+
+    import kernels
+    from webapp.accounts.models import Team
+    from webapp.embedded.gpus import detect_gpus
+    from webapp.jobs.submission import JobRequest, jobs_submit
+
+    gpus = detect_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"))
+    user = get_user_model().objects.get(username="demo")
+    request = JobRequest(
+        team=Team.objects.get(slug="demo-team"),
+        title=f"worker scaling, GPUs {os.environ.get('CUDA_VISIBLE_DEVICES') or 'none'}",
+        queue=gpus[0].queue if gpus else "cpu",
+        gpu_minutes=gpu_minutes,
+        problems=[kernels.parse_problem("matmul", s, "bf16", "NN") for s in shapes],
+    )
+    submitted = time.time()
+    (job,) = jobs_submit(user=user, request=request)
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        job.refresh_from_db()
+        if job.is_terminal:
+            break
+        time.sleep(2)
+    wall = time.time() - submitted if job.is_terminal else None
+
+    def since(moment: datetime | None) -> float | None:
+        return None if moment is None else moment.timestamp() - submitted
+
+    tasks = []
+    for task in job.tasks.select_related("problem").order_by("problem__position"):
+        torch_us = [
+            it.evaluation["timings"]["baselines"]["torch"]["median_us"]
+            for it in task.iterations.all()
+            if _has_torch_time(it.evaluation)
+        ]
+        tasks.append(
+            asdict(
+                TaskRun(
+                    problem="x".join(str(d) for d in task.problem.shape),
+                    worker=task.worker,
+                    status=task.status,
+                    started=since(task.started_at),
+                    finished=since(task.finished_at),
+                    torch_us=statistics.median(torch_us) if torch_us else None,
+                )
+            )
+        )
+    status = job.status if job.is_terminal else f"{job.status} after {timeout_s:.0f} s"
+    return {"status": status, "wall_s": wall, "submitted": submitted, "tasks": tasks}
+
+
+def _has_torch_time(evaluation: Any) -> bool:
+    try:
+        return float(evaluation["timings"]["baselines"]["torch"]["median_us"]) > 0
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def _device() -> dict[str, str]:
+    try:
+        text = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,name,driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=30,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        text = ""
+    return {"gpus": text or "none (CPU: the interpreter worker)"}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.worker_scaling")
+    parser.add_argument("shapes", nargs="*", default=list(SHAPES), help="matmul MxNxK, bf16 NN")
+    parser.add_argument(
+        "--gpus", nargs="+", default=["0", "0,1"], help="CUDA_VISIBLE_DEVICES per run"
+    )
+    parser.add_argument("--gpu-minutes", type=int, default=16, help="the job's GPU budget")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds a run may take")
+    parser.add_argument("--out", help="write the result JSON here")
+    parser.add_argument("--watch", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.watch:
+        print(json.dumps(watch(args.shapes, args.gpu_minutes, args.timeout)))
+        return
+    runs = []
+    for gpus in args.gpus:
+        runs.append(run_once(gpus, tuple(args.shapes), args.gpu_minutes, args.timeout))
+        print(json.dumps(asdict(runs[-1]))[:2000], file=sys.stderr)
+    import torch
+
+    result = {
+        "what": "one shape-set job (matmul bf16) with one worker per GPU, per GPU set",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": "python -m benchmarks.worker_scaling "
+        + " ".join(sys.argv[1:] if argv is None else argv),
+        "device": _device(),
+        "versions": {"python": sys.version.split()[0], "torch": torch.__version__},
+        "runs": [asdict(r) for r in runs],
+        "summary": summary(runs),
+    }
+    text = json.dumps(result, indent=1)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
