@@ -13,6 +13,11 @@ one GPU, so a GPU never times two candidates at once), and how far each problem'
 time moved from the one-worker run (a timing that moves beyond noise means the GPUs disturb each
 other).
 
+Every run starts as a worker machine does after its first job: the device's ceilings measured
+and the cuBLASLt baseline built (once, before the runs: `harness.warm_up`), nothing compiled.
+Each run gets a fresh harness cache holding only those machine facts, so the later run inherits
+no compiled candidate from the earlier one.
+
 The job's side runs in a child process (`--watch`) with the run's settings, so this process
 never loads Django itself.
 """
@@ -23,6 +28,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -149,12 +155,38 @@ def _sample_gpus(samples: list, stop: threading.Event) -> None:
         stop.wait(0.2)
 
 
-def run_once(gpus: str, shapes: tuple[str, ...], gpu_minutes: int, timeout_s: float) -> Run:
+def warm_machine(gpus: str) -> Path:
+    """Measure the device's ceilings and build the cuBLASLt baseline (what a worker keeps from
+    its first job) in the machine's harness cache; returns that cache."""
+    subprocess.run(
+        [sys.executable, "-c", "import harness, kernels; harness.warm_up("
+         "kernels.parse_problem('matmul', '256x256x256', 'bf16', 'NN'), deadline_s=600)"],
+        cwd=ROOT, env=dict(os.environ, CUDA_VISIBLE_DEVICES=gpus.split(",")[0]),
+        check=True, timeout=900,
+    )  # fmt: skip
+    from harness.device import cache_dir
+
+    return cache_dir()
+
+
+def seeded_cache(machine: Path, dest: Path) -> Path:
+    """A fresh harness cache with only the machine facts (ceilings, cuBLASLt build)."""
+    dest.mkdir(parents=True)
+    for fact in [*machine.glob("ceilings-*.json"), *machine.glob("cublaslt-*")]:
+        copy = shutil.copytree if fact.is_dir() else shutil.copy2
+        copy(fact, dest / fact.name)
+    return dest
+
+
+def run_once(
+    gpus: str, shapes: tuple[str, ...], gpu_minutes: int, timeout_s: float, machine: Path
+) -> Run:
     run = Run(gpus=gpus)
     with tempfile.TemporaryDirectory(prefix="kf-scaling-") as var:
         env = dict(
             os.environ,
             CUDA_VISIBLE_DEVICES=gpus,
+            KF_CACHE_DIR=str(seeded_cache(machine, Path(var) / "kf-cache")),
             KF_VAR_DIR=var,
             DJANGO_SETTINGS_MODULE="webapp.settings",
             REDIS_URL=f"redis://127.0.0.1:{_free_port()}/0",  # nothing there: `up` starts its own
@@ -302,9 +334,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.watch:
         print(json.dumps(watch(args.shapes, args.gpu_minutes, args.timeout)))
         return
+    machine = warm_machine(args.gpus[0])
     runs = []
     for gpus in args.gpus:
-        runs.append(run_once(gpus, tuple(args.shapes), args.gpu_minutes, args.timeout))
+        runs.append(run_once(gpus, tuple(args.shapes), args.gpu_minutes, args.timeout, machine))
         print(json.dumps(asdict(runs[-1]))[:2000], file=sys.stderr)
     import torch
 
@@ -314,6 +347,11 @@ def main(argv: list[str] | None = None) -> None:
         "command": "python -m benchmarks.worker_scaling "
         + " ".join(sys.argv[1:] if argv is None else argv),
         "device": _device(),
+        "job": {
+            "problems": len(args.shapes),
+            "gpu_minutes": args.gpu_minutes,
+            "task_budget_s": args.gpu_minutes * 60 / len(args.shapes),  # an even split
+        },
         "versions": {"python": sys.version.split()[0], "torch": torch.__version__},
         "runs": [asdict(r) for r in runs],
         "summary": summary(runs),

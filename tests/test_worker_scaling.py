@@ -4,7 +4,14 @@ several GPUs (a device run); its plumbing was run on the CPU by hand (one CPU wo
 
 import pytest
 
-from benchmarks.worker_scaling import Run, TaskRun, busy_fractions, overlapping, summary
+from benchmarks.worker_scaling import (
+    Run,
+    TaskRun,
+    busy_fractions,
+    overlapping,
+    seeded_cache,
+    summary,
+)
 
 
 def task(problem, worker, started, finished, torch_us=None):
@@ -39,3 +46,18 @@ def test_the_summary_gives_throughput_and_the_timing_drift_against_one_worker():
     assert result["throughput_0,1_vs_0"] == pytest.approx(100 / 52)
     assert result["torch_time_drift_0,1"]["per_problem"] == pytest.approx({"a": 1.01, "b": 0.99})
     assert result["overlaps"] == {"0": [], "0,1": []}
+
+
+def test_each_run_starts_from_the_machine_facts_only(tmp_path):
+    machine = tmp_path / "machine"
+    (machine / "cublaslt-2.11.0").mkdir(parents=True)
+    (machine / "cublaslt-2.11.0" / "kf_cublaslt.so").write_text("built")
+    (machine / "ceilings-H100-580-2.11.0.json").write_text("{}")
+    (machine / "cuda-ext" / "k1").mkdir(parents=True)  # an earlier run's compiled candidate
+    (machine / "screen-triton").mkdir()
+    fresh = seeded_cache(machine, tmp_path / "run" / "kf-cache")
+    assert sorted(p.name for p in fresh.iterdir()) == [
+        "ceilings-H100-580-2.11.0.json",
+        "cublaslt-2.11.0",
+    ]
+    assert (fresh / "cublaslt-2.11.0" / "kf_cublaslt.so").read_text() == "built"

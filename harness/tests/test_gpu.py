@@ -261,3 +261,17 @@ def test_it_builds_a_cuda_candidate_once_and_reports_its_resources():
             "timing": _timing_summary(first),
         },
     )
+
+
+def test_a_cutlass_candidate_passes_every_stage_in_the_sandbox():
+    """A CUTLASS candidate declares its C functions and the harness binds them (ctypes stays in
+    trusted code, so the static scan passes it): the sandboxed protocol, memcheck included."""
+    from kernels.ops.matmul.families.cutlass_sm90 import CutlassSm90Matmul
+
+    family = CutlassSm90Matmul()
+    problem = kernels.parse_problem("matmul", "512x1024x2048", "bf16", "NN")
+    cand = Candidate(family.render(problem, family.default(problem)), backend=Backend.CUDA)
+    ev = evaluate(cand, problem, config=EvalConfig(quick=True, sanitize=True))
+    _record("cutlass_candidate_512x1024x2048", _timing_summary(ev))
+    assert ev.verdict is Verdict.PASSED, ev.error
+    assert not [f for f in ev.findings if f.severity == "reject"]

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Issue 19 on a device machine of several GPUs, as run for benchmarks/results/worker_scaling_*.json:
+#   benchmarks/worker_scaling_gpu.sh OUT_DIR [python -m benchmarks.worker_scaling arguments]
+# The GPU image has torch and triton but not the server side, so the call carries it:
+#   .whl/site312.tar.xz   requirements.txt's packages for Python 3.12 less torch, triton, numpy and
+#                         litellm (no LLM is configured; agents/llm.py is never imported)
+#   .redis/               a redis-server build and the libraries it needs beyond the image's
+# Start it with setsid so it outlives the device call that starts it; OUT_DIR/run.log shows
+# progress and OUT_DIR/worker_scaling.json is the result.
+set -u
+out=$1
+shift
+mkdir -p "$out"
+if ! python3 -c "import django, celery" 2>/dev/null; then
+    mkdir -p /tmp/site && tar -xJf .whl/site312.tar.xz -C /tmp/site || exit 1
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+if ! command -v redis-server >/dev/null; then
+    mkdir -p /tmp/redis-bin
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$PWD/.redis" "$PWD/.redis/redis-server" \
+        >/tmp/redis-bin/redis-server
+    chmod +x /tmp/redis-bin/redis-server
+    export PATH=/tmp/redis-bin:$PATH
+fi
+export PYTHONUNBUFFERED=1
+python3 -m benchmarks.worker_scaling --out "$out/worker_scaling.json" "$@" >"$out/stdout.json" \
+    2>"$out/run.log"
+echo "exit $? at $(date -u +%FT%TZ)" >>"$out/run.log"
