@@ -66,6 +66,8 @@ class TaskRun:
     started: float | None  # seconds after submission
     finished: float | None
     torch_us: float | None  # torch.matmul's median in the task's evaluations (GPU time)
+    stop_reason: str = ""  # why the task's search ended (the agent's stop reason)
+    error: str = ""
 
 
 @dataclass
@@ -224,11 +226,12 @@ def run_once(
             run.error = f"{type(exc).__name__}: {exc}\n--- up.log ---\n{log.read()[-3000:]}"
         finally:
             stop.set()
-            os.killpg(up.pid, signal.SIGINT)  # `up` stops its workers, Redis and web server
-            try:
-                up.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(up.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # `up` may have exited already
+                os.killpg(up.pid, signal.SIGINT)  # `up` stops its workers, Redis and web server
+                try:
+                    up.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    os.killpg(up.pid, signal.SIGKILL)
             log.close()
     return run
 
@@ -295,6 +298,8 @@ def watch(shapes: list[str], gpu_minutes: int, timeout_s: float) -> dict[str, An
                     started=since(task.started_at),
                     finished=since(task.finished_at),
                     torch_us=statistics.median(torch_us) if torch_us else None,
+                    stop_reason=task.stop_reason,
+                    error=task.error[-500:],
                 )
             )
         )

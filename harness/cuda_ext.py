@@ -290,7 +290,11 @@ def build_library(lib: CudaLibrary, root: str | None = None, *, rebuild: bool = 
     partial = os.path.join(folder, f".{lib.file_name}.{os.getpid()}.{time.monotonic_ns()}")
     try:
         proc = subprocess.run(
-            lib.command(source, partial), capture_output=True, text=True, timeout=NVCC_TIMEOUT_S
+            lib.command(source, partial),
+            stdin=subprocess.DEVNULL,  # the compiler never reads one; a worker's must not leak in
+            capture_output=True,
+            text=True,
+            timeout=NVCC_TIMEOUT_S,
         )
     except subprocess.TimeoutExpired as exc:
         raise CudaBuildError(f"nvcc ran past {NVCC_TIMEOUT_S} s building {lib.name}") from exc

@@ -20,6 +20,7 @@ from harness.results import Candidate, Verdict
 from kernels import get_op, parse_problem
 
 PROBLEM = parse_problem("rmsnorm", "32x256", "fp32")
+ON_GPU = gpu_visible()  # the cache key follows the device: these run on a GPU box too
 _ROWWISE = next(f for f in get_op("rmsnorm").families() if f.name == "rmsnorm_rowwise")
 GOOD = _ROWWISE.render(PROBLEM, _ROWWISE.default(PROBLEM))
 BROKEN = GOOD + "\nimport kf_no_such_module  # fails at import, as a kernel that does not compile\n"
@@ -43,7 +44,7 @@ def own_cache(tmp_path, monkeypatch):
 
 
 def probe_runs(candidate: Candidate) -> dict[str, str]:
-    folder = key_dir(cache_key(candidate, gpu=False)) / "triton" / "probe"
+    folder = key_dir(cache_key(candidate, gpu=ON_GPU)) / "triton" / "probe"
     return {p.name: p.read_text() for p in sorted(folder.glob("run-*"))}
 
 
@@ -69,7 +70,7 @@ def test_a_precompile_runs_once_per_source_and_fills_the_cache_the_evaluation_re
     first = precompile(probe, PROBLEM)
     # run() raises on purpose: not a compile error, and not a reason to cache the source as done
     assert not first.ok and first.failure == "raised" and "probe only" in first.error
-    assert first.cache_key == cache_key(probe, gpu=False) and first.files == 1
+    assert first.cache_key == cache_key(probe, gpu=ON_GPU) and first.files == 1
 
     good = Candidate(source=GOOD)
     compiled = precompile(good, PROBLEM)
@@ -169,7 +170,7 @@ def test_the_graph_compiles_ahead_and_reports_throughput():
     # The round's first finalist (#0) is verified while its second (#1) compiles ahead.
     assert stats["submitted"] == 1 and stats["used"] == 1, stats
     assert stats["compiled"] == 1 and stats["workers"] == 2, stats
-    marker = key_dir(cache_key(Candidate(source=reporter.events[1].source), gpu=False))
+    marker = key_dir(cache_key(Candidate(source=reporter.events[1].source), gpu=ON_GPU))
     assert (marker / "precompiled.json").is_file()
     summary = result.to_dict()
     assert summary["candidates_per_wall_hour"] > 0 and summary["candidates_per_gpu_hour"] > 0

@@ -266,7 +266,12 @@ def main() -> None:
             tempfile.tempdir = None
     elif claim is None:
         claim = claim_from(json.loads(stdin.rest()))
-    os.close(0)
+    # Nothing more is read from the parent: stdin becomes /dev/null, not a closed fd 0, which the
+    # next file opened would take (nvcc's host compiler then wrote its output into a closed or
+    # wrong descriptor: "when writing output to : Bad file descriptor").
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
     key = bytes.fromhex(claim.key)
     try:
         if setup_error:

@@ -158,3 +158,22 @@ def test_it_hands_settings_to_a_wrapped_child_through_a_private_file():
         res = run_child("selftest_env", {}, workdir, limits=Limits(), cuda=False, wrapper=["env"])
     assert res.status is ChildStatus.OK, (res.error, res.output[-2000:])
     assert "KF_SETTINGS_FILE" not in res.result["names"]
+
+
+STDIN_PROBE = """
+import os, stat
+
+_mode = os.fstat(0).st_mode  # EBADF here if the sandbox closed fd 0
+_fd = os.open(os.devnull, os.O_RDONLY)  # with fd 0 closed, this file would have become it
+print("STDIN", "chr" if stat.S_ISCHR(_mode) else "other", repr(os.read(0, 16)), _fd > 2, flush=True)
+os.close(_fd)
+"""
+
+
+def test_a_candidate_gets_an_empty_stdin_not_a_closed_fd_0():
+    """With fd 0 closed, the next file a child opened took it, and nvcc's host compiler (a CUDA
+    library built inside the sandbox) wrote into the wrong descriptor: "Bad file descriptor"."""
+    src = source("honest_torch_matmul") + STDIN_PROBE
+    ev = run_fixture("honest_torch_matmul", source_text=src)
+    assert ev.verdict is Verdict.PASSED, ev.error
+    assert "STDIN chr b'' True" in ev.stdout_tail, ev.stdout_tail
