@@ -10,9 +10,13 @@ exported; a screened-only candidate never is.
 
 The hand-off is successive halving carried across the tiers: inside a screen round the faster
 half goes on with more samples each time; of a round's survivors, the fastest `finalists`
-whose screened speedup beats the best's by more than the noise go to tier two (the first round
-always sends its fastest, so a run has a verified best early), as many as the time beyond the
-reserve can verify. An untrusted candidate goes to tier two when its check says it would be the
+that could still win (screened within SCREEN_SLACK of the baseline or faster) and whose
+screened speedup beats the best's by more than the noise go to tier two (the first such one
+always, so a run has a verified best early), as many as the time beyond the reserve can
+verify. A render screened well below the baseline cannot be shipped: verifying it during the
+search would buy only a report number, which the finish buys anyway (the challenger), so that
+time goes to screening instead (on 4096x3584x18944, H100, two verifications of 0.88x Triton
+points took 131 of a 5-minute run's 190 s and the CUTLASS builds were never screened). An untrusted candidate goes to tier two when its check says it would be the
 best. When the search stops, the fastest screened render not yet verified that would beat the
 best (the challenger) is verified within the reserve.
 """
@@ -39,6 +43,17 @@ def beats(
     if best_speedup is None:
         return True
     return speedup / best_speedup - 1.0 > max(noise, config.min_gain)
+
+
+# The screen times GPU time against the baseline with fewer samples than tier two; the two
+# have differed by a few percent. A render screened further below the baseline than this (or
+# its noise) cannot become a win.
+SCREEN_SLACK = 0.03
+
+
+def could_win(speedup: float | None, noise: float) -> bool:
+    """A screened speedup close enough to the baseline's 1.0 that tier two could find it ahead."""
+    return speedup is not None and speedup * (1.0 + max(noise, SCREEN_SLACK)) >= 1.0
 
 
 def best_screen_speedup(best: Best | None) -> float | None:
@@ -68,9 +83,16 @@ def distrusted(state: OptimizeState) -> set[str]:
 
 
 def finalists(
-    state: OptimizeState, ranked: list[ScreenEntry], config: OptimizeConfig, *, slots: int
+    state: OptimizeState,
+    ranked: list[ScreenEntry],
+    config: OptimizeConfig,
+    *,
+    slots: int,
+    gpu_timed: bool,
 ) -> list[ScreenEntry]:
-    """Which of a round's ranked entries go to tier two now (at most `slots` of them)."""
+    """Which of a round's ranked entries go to tier two now (at most `slots` of them).
+    `gpu_timed`: the screen's speedups are GPU times (not the interpreter's wall times, which
+    say nothing about winning), so a render far below the baseline can wait."""
     best = state.get("best")
     judged = set(state.get("seen", {}))
     first = best is None and not any(r["tier"] == "verify" for r in state.get("history", []))
@@ -80,6 +102,8 @@ def finalists(
     for entry in ranked[: config.finalists]:
         if len(chosen) >= slots or entry.candidate_id in judged:
             continue
+        if gpu_timed and not could_win(entry.speedup, entry.noise):
+            continue  # verified at the finish if it is still the challenger then
         if (first and not chosen) or beats(
             entry.speedup, entry.noise, best_screen_speedup(best), config
         ):

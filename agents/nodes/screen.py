@@ -20,6 +20,7 @@ from agents import stopping, tiers
 from agents.context import RunContext
 from agents.reporting import SearchStats
 from agents.state import OptimizeState, Pending, Screened, Tier
+from harness.results import Regime
 from harness.screen import ScreenPoint, render
 
 ROUND_S = 90.0  # a round waits at most this long for compiles: finalists get verified early
@@ -108,7 +109,13 @@ def screen(
     why = {ScreenPoint(q["family"], q["params"]).key: q.get("hypothesis", "") for q in queued}
     pending = [
         _finalist(ctx, e, best["index"] if best else None, why.get(e.key, ""))
-        for e in tiers.finalists(after, ranked, ctx.config, slots=max(0, slots))
+        for e in tiers.finalists(
+            after,
+            ranked,
+            ctx.config,
+            slots=max(0, slots),
+            gpu_timed=result.regime is not Regime.INTERPRETER,
+        )
     ]
     tokens, cost = state.get("llm_carry", [0, 0.0])
     tokens, cost = tokens + plan["llm_tokens"], cost + plan["llm_cost_usd"]

@@ -59,8 +59,10 @@ class FakeEvaluator:
         bottleneck: Bottleneck = Bottleneck.COMPUTE,
         screen_s: float = 0.001,
         verify_s: float = 0.01,
+        screen_regime: Regime = Regime.INTERPRETER,  # OFFLINE: the screen timed GPU time
     ) -> None:
         self.score = score
+        self.screen_regime = screen_regime
         self.screen_score = screen_score or score
         self.noise = noise
         self.crash_at_call = crash_at_call
@@ -113,7 +115,7 @@ class FakeEvaluator:
         return ScreenResult(
             problem.key,
             "torch",
-            Regime.INTERPRETER,
+            self.screen_regime,
             entries,
             gpu_s=self.screen_s * len(entries),
             wall_s=self.screen_s * len(entries),

@@ -1,0 +1,59 @@
+"""The hand-off from the screen to tier two (agents/tiers.py): which screened renders are worth
+a full verification during the search."""
+
+from agents import Budget, OptimizeConfig, optimize
+from agents.tests.fakes import FakeEvaluator, ListReporter, block_m_score
+from agents.tiers import could_win, finalists
+from harness.results import Regime, Verdict
+from harness.screen import ScreenEntry
+from kernels import parse_problem
+
+CONFIG = OptimizeConfig(budget=Budget(wall_s=60), finalists=2)
+
+
+def entry(name: str, speedup: float, noise: float = 0.005) -> ScreenEntry:
+    return ScreenEntry(
+        "matmul_tiled", {"P": name}, name, Verdict.PASSED, speedup=speedup, noise=noise
+    )
+
+
+def test_a_render_screened_well_below_the_baseline_could_not_win():
+    assert could_win(1.2, 0.0) and could_win(0.98, 0.0)  # within the screen's slack
+    assert could_win(0.93, 0.08)  # ... or within its own noise
+    assert not could_win(0.88, 0.01) and not could_win(None, 0.0)
+
+
+def test_gpu_timed_renders_far_below_the_baseline_wait_for_the_finish():
+    slow = [entry("a", 0.88), entry("b", 0.80)]
+    assert finalists({}, slow, CONFIG, slots=4, gpu_timed=True) == []
+    close = [entry("c", 0.99), entry("a", 0.88)]
+    assert [e.candidate_id for e in finalists({}, close, CONFIG, slots=4, gpu_timed=True)] == ["c"]
+
+
+def test_interpreter_timings_say_nothing_about_winning_so_the_first_round_still_sends_one():
+    slow = [entry("a", 0.05), entry("b", 0.04)]
+    chosen = finalists({}, slow, CONFIG, slots=4, gpu_timed=False)
+    assert [e.candidate_id for e in chosen] == ["a", "b"]  # no best yet: each beats "none"
+
+
+def test_a_search_whose_renders_all_lose_spends_its_gpu_time_screening():
+    """Every render screens at 0.8x on the GPU: none is verified during the search, the
+    finish verifies the fastest (the challenger) and the run ends on the baseline."""
+    problem = parse_problem("matmul", "256x256x256", "fp16", "NN")
+
+    def slow(source):
+        score = block_m_score(source)
+        return score if isinstance(score, Verdict) else 0.8 * score / 1.75
+
+    evaluator = FakeEvaluator(slow, screen_regime=Regime.OFFLINE)
+    config = OptimizeConfig(
+        evaluator=evaluator,
+        budget=Budget(wall_s=120, gpu_s=0.12),
+        plateau=None,
+        screen_batch=16,
+        profile=False,
+    )
+    result = optimize(problem, config, ListReporter())
+    assert len(evaluator.verified) == 1  # the finish's challenger, nothing before it
+    assert len(evaluator.screened) > 32  # the time went to the screen
+    assert result.verified is True and result.outcome == "baseline"
