@@ -272,4 +272,11 @@ def summary_text(result: Any) -> str:
         f"screen {t['screen']:.0f} s, verify {t['verify']:.0f} s, profile {t['profile']:.0f} s "
         f"of GPU; wall {result.elapsed_s:.0f} s; stop: {result.stop_reason}",
     ]
+    if s.families:
+        seen = [
+            f"{name} {f['passed']}/{f['screened']}"
+            + (f" best {f['best_speedup']:.3f}x" if f["best_speedup"] else "")
+            for name, f in s.families.items()
+        ]
+        lines.append("screen by family (passed/screened, best vs baseline): " + ", ".join(seen))
     return "\n".join(lines)

@@ -98,6 +98,9 @@ class SearchStats:
     profile_s: float = 0.0
     elapsed_s: float = 0.0
     pending_compile: int = 0
+    # What the screen saw of each family: renders screened, passed, the best screened speedup
+    # (why a family never reached tier two is read here).
+    families: dict[str, dict[str, Any]] = field(default_factory=dict)
     outcome: str = ""  # at the end: "verified" (a verified best beats every baseline) or "baseline"
     outcome_reason: str = ""
 
@@ -124,6 +127,7 @@ class SearchStats:
             },
             "time_s": self.time_breakdown(),
             "pending_compile": self.pending_compile,
+            "families": self.families,
             "outcome": self.outcome,
             "outcome_reason": self.outcome_reason,
         }
@@ -148,6 +152,7 @@ class SearchStats:
             profile_s=float(times.get("profile", 0.0)),
             elapsed_s=float(times.get("wall", 0.0)),
             pending_compile=int(data.get("pending_compile", 0)),
+            families=dict(data.get("families") or {}),
             outcome=str(data.get("outcome", "")),
             outcome_reason=str(data.get("outcome_reason", "")),
         )

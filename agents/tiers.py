@@ -179,6 +179,18 @@ def best_call(best: Best, config: OptimizeConfig) -> BaselineCall:
     return wins.beats_baselines(primary, None, best["noise"])
 
 
+def by_family(screened: dict[str, Screened]) -> dict[str, dict[str, Any]]:
+    """Per family: renders screened, passed, and the best screened speedup."""
+    out: dict[str, dict[str, Any]] = {}
+    for s in screened.values():
+        family = out.setdefault(s["family"], {"screened": 0, "passed": 0, "best_speedup": None})
+        family["screened"] += 1
+        if s["verdict"] == Verdict.PASSED.value and s["speedup"]:
+            family["passed"] += 1
+            family["best_speedup"] = max(family["best_speedup"] or 0.0, s["speedup"])
+    return dict(sorted(out.items()))
+
+
 def counted(
     stats_dict: dict[str, Any],
     tier: str,

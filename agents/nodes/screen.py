@@ -85,6 +85,7 @@ def screen(
         compile_wait_s=result.compile_wait_s,
         pending_compile=result.pending,
     )
+    stats["families"] = tiers.by_family(screened)
     update.update(
         screened=screened,
         queued=[q for q in queued if ScreenPoint(q["family"], q["params"]).key not in screened],

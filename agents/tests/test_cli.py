@@ -131,6 +131,8 @@ def test_it_runs_a_whole_optimization_and_resumes_by_thread_id(tmp_path):
     assert set(summary["compile"]) >= {"workers", "compile_s_saved", "used"}
     assert (tmp_path / "out" / "best.py").read_text() == iteration["source"]
     assert "screened" in first.stderr and "fully verified 1" in first.stderr  # the summary
+    assert "screen by family (passed/screened, best vs baseline): rmsnorm_" in first.stderr
+    assert summary["families"] and all(f["screened"] for f in summary["families"].values())
 
     again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     events = [json.loads(line)["event"] for line in again.stdout.splitlines()]

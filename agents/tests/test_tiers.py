@@ -57,3 +57,18 @@ def test_a_search_whose_renders_all_lose_spends_its_gpu_time_screening():
     assert len(evaluator.verified) == 1  # the finish's challenger, nothing before it
     assert len(evaluator.screened) > 32  # the time went to the screen
     assert result.verified is True and result.outcome == "baseline"
+
+
+def test_the_search_event_says_what_the_screen_saw_of_each_family():
+    problem = parse_problem("matmul", "256x256x256", "fp16", "NN")
+    evaluator, reporter = FakeEvaluator(block_m_score), ListReporter()
+    config = OptimizeConfig(
+        evaluator=evaluator, budget=Budget(wall_s=60, gpu_s=0.05), plateau=None, profile=False
+    )
+    optimize(problem, config, reporter)
+    families = reporter.searches[-1].to_dict()["families"]
+    assert families and sum(f["screened"] for f in families.values()) == len(evaluator.points)
+    for name, seen in families.items():
+        assert 0 <= seen["passed"] <= seen["screened"], name
+        assert (seen["best_speedup"] is None) == (seen["passed"] == 0), name
+    assert max(f["best_speedup"] or 0 for f in families.values()) == 1.75  # BLOCK_M=256
