@@ -10,15 +10,14 @@ exported; a screened-only candidate never is.
 
 The hand-off is successive halving carried across the tiers: inside a screen round the faster
 half goes on with more samples each time; of a round's survivors, the fastest `finalists`
-that could still win (screened within SCREEN_SLACK of the baseline or faster) and whose
-screened speedup beats the best's by more than the noise go to tier two (the first such one
-always, so a run has a verified best early), as many as the time beyond the reserve can
+that could still win (screened on the GPU within SCREEN_SLACK of the baseline, or faster) and
+whose screened speedup beats the best's by more than the noise go to tier two (the first such
+one always, so a run has a verified best early), as many as the time beyond the reserve can
 verify. A render screened well below the baseline cannot be shipped: verifying it during the
 search would buy only a report number, which the finish buys anyway (the challenger), so that
-time goes to screening instead (on 4096x3584x18944, H100, two verifications of 0.88x Triton
-points took 131 of a 5-minute run's 190 s and the CUTLASS builds were never screened). An untrusted candidate goes to tier two when its check says it would be the
-best. When the search stops, the fastest screened render not yet verified that would beat the
-best (the challenger) is verified within the reserve.
+time goes to screening more. An untrusted candidate goes to tier two when its check says it
+would be the best. When the search stops, the fastest screened render not yet verified that
+would beat the best (the challenger) is verified within the reserve.
 """
 
 from __future__ import annotations

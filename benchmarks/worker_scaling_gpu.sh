@@ -6,11 +6,13 @@
 #                         litellm (no LLM is configured; agents/llm.py is never imported)
 #   .redis/               a redis-server build and the libraries it needs beyond the image's
 # Start it with setsid so it outlives the device call that starts it; OUT_DIR/run.log shows
-# progress and OUT_DIR/worker_scaling.json is the result.
+# progress and OUT_DIR/worker_scaling.json is the result. It runs from a copy of the checkout:
+# each later device call re-sends the working tree, which would swap files under a running job.
 set -u
 out=$1
 shift
 mkdir -p "$out"
+rm -rf /tmp/kf-scaling-repo && cp -a . /tmp/kf-scaling-repo && cd /tmp/kf-scaling-repo || exit 1
 if ! python3 -c "import django, celery" 2>/dev/null; then
     mkdir -p /tmp/site && tar -xJf .whl/site312.tar.xz -C /tmp/site || exit 1
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
