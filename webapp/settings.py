@@ -125,6 +125,11 @@ KF_TEAM_MAX_ACTIVE_JOBS = envint("KF_TEAM_MAX_ACTIVE_JOBS", 4)
 KF_TEAM_GPU_MINUTES = envint("KF_TEAM_GPU_MINUTES", 6000)  # per rolling window
 KF_TEAM_GPU_WINDOW_DAYS = envint("KF_TEAM_GPU_WINDOW_DAYS", 30)
 KF_JOB_DEFAULT_GPU_MINUTES = envint("KF_JOB_DEFAULT_GPU_MINUTES", 30)
+# The least budget a problem of a shape set may get (webapp/jobs/submission.budget_minutes): the
+# search keeps one full verification back from the start (~55 s) and needs screen rounds
+# besides; at 60 s a problem got no search at all (8 problems in 8 GPU-minutes, 2x H200,
+# 2026-11-26). The default budget grows to give every problem this much.
+KF_MIN_PROBLEM_GPU_MINUTES = envfloat("KF_MIN_PROBLEM_GPU_MINUTES", 2.0)
 # What the job page shows LLM spend against (the agent enforces its own caps).
 KF_JOB_LLM_BUDGET_USD = envfloat("KF_JOB_LLM_BUDGET_USD", 5.0)
 KF_API_SSE_POLL_S = envfloat("KF_API_SSE_POLL_S", 1.0)

@@ -30,7 +30,7 @@ from webapp.jobs.forms import JobForm
 from webapp.jobs.models import Job
 from webapp.jobs.quotas import QuotaExceeded
 from webapp.jobs.shapes import ShapeFormat
-from webapp.jobs.submission import JobRequest, jobs_submit
+from webapp.jobs.submission import BudgetTooSmall, JobRequest, budget_minutes, jobs_submit
 
 TOKEN_PREFIX = "kf_"
 PREFIX_CHARS = 10  # random part of the lookup prefix
@@ -135,13 +135,6 @@ def _validated_form(*, user: AbstractBaseUser, data: dict, files: dict) -> JobFo
     raise ApiError(code or ErrorCode.VALIDATION_ERROR, details[0]["message"], details)
 
 
-def _gpu_minutes(gpu_minutes: int | None) -> int:
-    minutes = settings.KF_JOB_DEFAULT_GPU_MINUTES if gpu_minutes is None else gpu_minutes
-    if minutes < 1:
-        raise ApiError(ErrorCode.VALIDATION_ERROR, "gpu_minutes must be at least 1.")
-    return minutes
-
-
 def job_submit_shapes(
     *,
     principal: Principal,
@@ -193,7 +186,13 @@ def job_submit_model(
 
 
 def _submit(principal: Principal, form: JobForm, gpu_minutes: int | None) -> list[Job]:
-    minutes = _gpu_minutes(gpu_minutes)
+    if gpu_minutes is not None and gpu_minutes < 1:
+        raise ApiError(ErrorCode.VALIDATION_ERROR, "gpu_minutes must be at least 1.")
+    try:
+        minutes = budget_minutes(n_problems=len(form.problems), requested=gpu_minutes)
+    except BudgetTooSmall as exc:
+        details = [{"field": "gpu_minutes", "message": str(exc)}]
+        raise ApiError(ErrorCode.VALIDATION_ERROR, str(exc), details) from None
     with transaction.atomic():
         try:
             jobs = jobs_submit(

@@ -9,10 +9,12 @@ problem of a shape set; a profile per model file, whose plan then makes the task
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.files.base import ContentFile
 from django.db import transaction
@@ -53,6 +55,28 @@ class JobRequest:
             model_sources=tuple(form.model_sources),
             example=data.get("example") or "",
         )
+
+
+class BudgetTooSmall(ValueError):
+    """A shape set's explicit budget leaves its problems too little for a search."""
+
+
+def budget_minutes(*, n_problems: int, requested: int | None) -> int:
+    """A job's GPU budget: what was asked for, else the default, which grows with a shape set so
+    that each of its `n_problems` gets KF_MIN_PROBLEM_GPU_MINUTES (0 problems: a model job,
+    whose plan splits the budget). An explicit budget below that floor is refused."""
+    floor = math.ceil(n_problems * settings.KF_MIN_PROBLEM_GPU_MINUTES)
+    if requested is None:
+        return max(settings.KF_JOB_DEFAULT_GPU_MINUTES, floor)
+    if requested < floor:
+        raise BudgetTooSmall(
+            f"{n_problems} problems need at least {floor} GPU minutes "
+            f"({settings.KF_MIN_PROBLEM_GPU_MINUTES:g} each: a search keeps its last "
+            f"verification back from the start); {requested} would give each "
+            f"{requested * 60 / n_problems:.0f} s, too little to search. Ask for {floor} or "
+            "more, or split the shape set."
+        )
+    return requested
 
 
 def jobs_submit(*, user: AbstractBaseUser, request: JobRequest) -> list[Job]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -17,7 +16,7 @@ from webapp.jobs import selectors, services
 from webapp.jobs.forms import JobForm
 from webapp.jobs.models import Job
 from webapp.jobs.quotas import QuotaExceeded
-from webapp.jobs.submission import JobRequest, jobs_submit
+from webapp.jobs.submission import JobRequest, budget_minutes, jobs_submit
 
 
 @login_required
@@ -53,8 +52,9 @@ def job_new(request: HttpRequest) -> HttpResponse:
         return redirect("accounts:teams")
     form = JobForm(request.POST or None, request.FILES or None, user=request.user)
     if request.method == "POST" and form.is_valid():
-        # The form's jobs get the default budget; the API's may ask for another.
-        minutes = settings.KF_JOB_DEFAULT_GPU_MINUTES
+        # The form's jobs get the default budget (grown for a large shape set); the API's may
+        # ask for another.
+        minutes = budget_minutes(n_problems=len(form.problems), requested=None)
         try:
             jobs = jobs_submit(
                 user=request.user, request=JobRequest.from_form(form, gpu_minutes=minutes)

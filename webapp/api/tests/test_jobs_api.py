@@ -60,6 +60,7 @@ def test_it_creates_a_job_from_a_problem_list(alice_api, submit):
         ({"queue": "gpu.nope"}, "unknown_queue", "queue"),
         ({"team": "no-such-team"}, "unknown_team", None),
         ({"gpu_minutes": 0}, "validation_error", None),
+        ({"gpu_minutes": 3}, "validation_error", "gpu_minutes"),  # 2 problems need 4
         ({"title": "x" * 121}, "validation_error", None),
         (
             {"problems": [{"op": "rmsnorm", "shape": "8x8", "dtype": "fp32"}]},
@@ -79,6 +80,19 @@ def test_it_rejects_bad_input_with_a_stable_code_and_creates_nothing(
     if field:
         assert {d["field"] for d in error["details"]} == {field}
     assert not Job.objects.exists()
+
+
+def test_without_a_budget_a_large_shape_set_gets_enough_for_every_problem(alice_api, submit):
+    problems = [{"op": "rmsnorm", "shape": [8, 64 * (i + 1)], "dtype": "fp32"} for i in range(20)]
+    response = submit(alice_api, shapes=None, format="auto", problems=problems)
+    assert response.status_code == 201, response.content
+    assert Job.objects.get(id=response.json()["id"]).gpu_minutes == 40  # 2 minutes each
+
+
+def test_a_budget_too_small_for_its_problems_says_how_much_they_need(alice_api, submit):
+    response = submit(alice_api, gpu_minutes=3)
+    message = response.json()["error"]["message"]
+    assert "2 problems need at least 4 GPU minutes" in message and "90 s" in message
 
 
 def test_it_answers_malformed_json_with_a_json_error(alice_api):

@@ -137,3 +137,26 @@ def test_a_model_task_gets_the_budget_its_amdahl_plan_gave_it(
     budgets = {t.problem.key: selectors.task_budget_s(task_id=t.id) for t in tasks}
     assert budgets == {t.problem.key: plan[t.problem.key] for t in tasks}
     assert len(set(budgets.values())) == 2, "the plan funds the two problems differently"
+
+
+def test_the_budget_rule_gives_every_problem_of_a_shape_set_enough_to_search(settings):
+    from webapp.jobs.submission import BudgetTooSmall, budget_minutes
+
+    settings.KF_JOB_DEFAULT_GPU_MINUTES, settings.KF_MIN_PROBLEM_GPU_MINUTES = 30, 2.0
+    assert budget_minutes(n_problems=0, requested=None) == 30  # a model job: its plan splits it
+    assert budget_minutes(n_problems=8, requested=None) == 30
+    assert budget_minutes(n_problems=40, requested=None) == 80
+    assert budget_minutes(n_problems=8, requested=16) == 16
+    with pytest.raises(BudgetTooSmall, match="8 problems need at least 16 GPU minutes"):
+        budget_minutes(n_problems=8, requested=8)
+
+
+def test_the_web_form_gives_a_large_shape_set_a_larger_budget(alice, team, client):
+    client.force_login(alice)
+    shapes = "op,shape,dtype\n" + "".join(f"rmsnorm,8x{64 * (i + 1)},fp32\n" for i in range(20))
+    response = client.post(
+        "/jobs/new/", {"team": team.id, "title": "many", "kind": "shapes", "queue": "cpu",
+                       "shapes_text": shapes},
+    )  # fmt: skip
+    assert response.status_code == 302, response.content[:2000]
+    assert Job.objects.get(title="many").gpu_minutes == 40
