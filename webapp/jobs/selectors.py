@@ -345,6 +345,13 @@ def search_line(search: dict[str, Any]) -> str:
         )
     )
     line = " · ".join(parts) + f" · time: {spent}"
+    families = search.get("families") or {}
+    if families:  # what the screen saw of each family: why one never reached tier two
+        line += " · screen by family: " + ", ".join(
+            f"{name} {f.get('passed', 0)}/{f.get('screened', 0)}"
+            + (f" best {f['best_speedup']:.3f}x" if f.get("best_speedup") else "")
+            for name, f in families.items()
+        )
     if search.get("outcome_reason"):
         line += f" · {search['outcome_reason']}"
     return line
