@@ -258,7 +258,7 @@ def watch(shapes: list[str], gpu_minutes: int, timeout_s: float) -> dict[str, An
     import kernels
     from webapp.accounts.models import Team
     from webapp.embedded.gpus import detect_gpus
-    from webapp.jobs.submission import JobRequest, jobs_submit
+    from webapp.jobs.submission import JobRequest, budget_minutes, jobs_submit
 
     gpus = detect_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"))
     user = get_user_model().objects.get(username="demo")
@@ -266,7 +266,8 @@ def watch(shapes: list[str], gpu_minutes: int, timeout_s: float) -> dict[str, An
         team=Team.objects.get(slug="demo-team"),
         title=f"worker scaling, GPUs {os.environ.get('CUDA_VISIBLE_DEVICES') or 'none'}",
         queue=gpus[0].queue if gpus else "cpu",
-        gpu_minutes=gpu_minutes,
+        # The product's floor per problem (a starved task never searches): refused below it.
+        gpu_minutes=budget_minutes(n_problems=len(shapes), requested=gpu_minutes),
         problems=[kernels.parse_problem("matmul", s, "bf16", "NN") for s in shapes],
     )
     submitted = time.time()

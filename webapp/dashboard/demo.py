@@ -302,11 +302,41 @@ def seed_job(*, user: Any, team: Team, title: str, shapes: list[tuple[str, str, 
             if verdict in ("baseline", "kept"):
                 best_index = index
             total += 1
+        services.task_search_record(
+            task_id=claim.task_id,
+            attempt=claim.attempt,
+            search=_search([f.name for f in kernels.get_op(problem.op).families()], best, rng),
+        )
         services.task_finish(
             task_id=claim.task_id, attempt=claim.attempt, stop_reason="budget spent"
         )
     _spread_in_time(job, spread_s)
     return Seeded(job=job, iterations=total)
+
+
+def _search(families: list[str], best: float, rng: random.Random) -> dict[str, Any]:
+    """A task's search record, shaped as the worker sends it (agents SearchStats.to_dict()),
+    with illustrative numbers: two tiers, the time they took, what each family screened."""
+    screened, verified = rng.randint(60, 120), rng.randint(3, 6)
+    screen_s, verify_s = round(rng.uniform(40, 90), 1), round(verified * rng.uniform(20, 30), 1)
+
+    def tier(n: int, gpu_s: float) -> dict[str, Any]:
+        return {"candidates": n, "passed": n, "gpu_s": gpu_s, "per_gpu_hour": n * 3600 / gpu_s}
+
+    return {
+        "screened": screened,
+        "fully_verified": verified,
+        "checked": 0,
+        "tiers": {"screen": tier(screened, screen_s), "verify": tier(verified, verify_s)},
+        "time_s": {"compile": round(screen_s * 3, 1), "screen": screen_s, "verify": verify_s,
+                   "profile": 12.0, "wall": round(screen_s + verify_s + 30, 1)},
+        "families": {  # the first family led; a second one screened worse
+            families[0]: {"screened": screened - 9, "passed": screened - 12,
+                          "best_speedup": round(best * rng.uniform(0.97, 1.02), 3)},
+            **({families[1]: {"screened": 9, "passed": 4, "best_speedup": 0.61}}
+               if len(families) > 1 else {}),
+        },
+    }  # fmt: skip
 
 
 def _submit(user: Any, team: Team, title: str, problems: list[kernels.Problem]) -> Job:

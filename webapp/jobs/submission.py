@@ -70,7 +70,8 @@ def budget_minutes(*, n_problems: int, requested: int | None) -> int:
         return max(settings.KF_JOB_DEFAULT_GPU_MINUTES, floor)
     if requested < floor:
         raise BudgetTooSmall(
-            f"{n_problems} problems need at least {floor} GPU minutes "
+            f"{n_problems} {'problem needs' if n_problems == 1 else 'problems need'} at least"
+            f" {floor} GPU minutes "
             f"({settings.KF_MIN_PROBLEM_GPU_MINUTES:g} each: a search keeps its last "
             f"verification back from the start); {requested} would give each "
             f"{requested * 60 / n_problems:.0f} s, too little to search. Ask for {floor} or "
