@@ -51,7 +51,7 @@ __all__ = [
 def evaluate(
     candidate: Candidate, problem: Problem, *, config: EvalConfig | None = None
 ) -> Evaluation:
-    from harness.evaluation import evaluate as _evaluate
+    from harness.judge.evaluation import evaluate as _evaluate
 
     return _evaluate(candidate, problem, config=config)
 
@@ -69,7 +69,7 @@ def device_ceilings() -> DeviceInfo:
 
 
 def warm_up(problem: Problem, *, deadline_s: float | None = None) -> None:
-    from harness.evaluation import warm_up as _warm_up
+    from harness.judge.evaluation import warm_up as _warm_up
 
     _warm_up(problem, deadline_s=deadline_s)
 

@@ -12,11 +12,12 @@ from dataclasses import dataclass
 
 import torch
 
+from harness.plan import GUARD_ELEMENTS
 from kernels.problem import Op, Problem
 
 INTERPRETER_MAX_DIM = 128  # the Triton interpreter runs numpy per program: keep shapes tiny
 QUICK_SWEEP_SHAPES = 3
-GUARD_ELEMENTS = 4096  # per side of every output buffer (CUDA-L2 uses 16384 for big GEMMs)
+__all__ = ["GUARD_ELEMENTS", "Case", "build_cases", "case_problems"]
 
 
 @dataclass
@@ -74,6 +75,18 @@ def _exact_01_inputs(
         for shape in op.input_shapes(problem)
     )
     return inputs, limit
+
+
+def case_problems(
+    op: Op, problem: Problem, *, quick: bool, interpreter: bool, dtypes: tuple[str, ...] = ()
+) -> list[Problem]:
+    """The distinct shapes build_cases calls the candidate at (no tensors made)."""
+    workload = shrink(problem) if interpreter and not fits_interpreter(problem) else problem
+    shapes = [workload, *pick_sweep(op, problem, quick=quick, interpreter=interpreter)]
+    for dtype in dtypes:
+        if dtype != problem.dtype and dtype in op.dtypes:
+            shapes.append(Problem(workload.op, workload.shape, dtype, workload.layout))
+    return list(dict.fromkeys(shapes))
 
 
 def build_cases(

@@ -20,6 +20,9 @@ class Limits:
     max_file_bytes: int = 8 * 2**30  # RLIMIT_FSIZE: outputs and inputs travel as files
     max_open_files: int = 1024  # RLIMIT_NOFILE
     output_cap_bytes: int = 16 * 1024  # stdout+stderr kept: head and tail of this size
+    # The child's private /tmp (its HOME, caches, scratch): a tmpfs of this size in its own
+    # view; writing past it fails with ENOSPC (and its pages count against memory_bytes).
+    scratch_bytes: int = 4 * 2**30
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,10 @@ from dataclasses import dataclass
 
 DEFAULT_CUDA_FLAGS = ("-O3", "-lineinfo")
 _REPORTS: list[dict] = []
+# Set by the recorder in an untrusted candidate's sandbox (harness/child/recorder.py): host
+# libraries are refused there (their host code would have to run in the judge's process),
+# and CudaKernel launches are recorded instead of run.
+host_libraries_refused = ""
 
 
 def cache_key(name: str, cuda_source: str, cpp_source: str, functions, flags) -> str:
@@ -65,6 +69,8 @@ def load_cuda(
 ):
     from torch.utils.cpp_extension import load_inline
 
+    if host_libraries_refused:
+        raise CudaBuildError(host_libraries_refused)
     key = cache_key(name, cuda_source, cpp_source, functions, extra_cuda_cflags)
     module_name = f"{name}_{key}"
     t0 = time.perf_counter()
@@ -362,6 +368,8 @@ def _bound(function, declared: CFunction):
 def load_library(lib: CudaLibrary, functions: dict[str, CFunction]) -> BoundLibrary:
     """The cached build of `lib`, else a fresh one, with its declared `functions` bound;
     reported like load_cuda."""
+    if host_libraries_refused:
+        raise CudaBuildError(host_libraries_refused)
     t0 = time.perf_counter()
     path = find_library(lib)
     handle, stale = None, False
@@ -383,3 +391,119 @@ def load_library(lib: CudaLibrary, functions: dict[str, CFunction]) -> BoundLibr
 
 
 _LIBRARY_RESOURCES: dict[str, dict] = {}
+
+
+# ---------------------------------------------------------------- device-code-only kernels
+#
+# What an untrusted candidate may use for CUDA C++: `extern "C" __global__` functions, built
+# by nvcc into a cubin and launched with a grid, a block, dynamic shared memory and a cluster
+# shape, arguments typed by the declared parameter kinds (plan.CUDA_PARAMS):
+#
+#     ADD = CudaKernel(SOURCE, "add", ("tensor", "tensor", "tensor", "i32"))
+#     def run(x, y, *, out):
+#         n = out.numel()
+#         ADD[(triton.cdiv(n, 256),), (256,)](x, y, out, n)
+#
+# No host code of the candidate's ever runs in the judge's process: in its sandbox a launch
+# is recorded (the cubin and the launch, as a plan step), and the judge launches the cubin
+# itself (harness/replay.py, harness/cuda_driver.py).
+
+CUBIN_FLAGS = ("-O3", "-lineinfo")
+
+
+@dataclass(frozen=True)
+class CudaKernel:
+    source: str
+    name: str
+    params: tuple[str, ...]
+    flags: tuple[str, ...] = CUBIN_FLAGS
+
+    def __post_init__(self):
+        from harness.plan import CUDA_PARAMS
+
+        unknown = set(self.params) - CUDA_PARAMS
+        if unknown:
+            raise ValueError(
+                f"unknown parameter kinds {sorted(unknown)}; known: {sorted(CUDA_PARAMS)}"
+            )
+
+    def __getitem__(self, config):
+        """kernel[grid, block], [grid, block, shared] or [grid, block, shared, cluster]."""
+        grid, block, *rest = config
+        shared = rest[0] if rest else 0
+        cluster = rest[1] if len(rest) > 1 else (1, 1, 1)
+
+        def call(*args):
+            launch_hook(self, _dims(grid), _dims(block), int(shared), _dims(cluster), args)
+
+        return call
+
+
+def _dims(value) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, int) else tuple(value)
+    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))  # type: ignore[return-value]
+
+
+def _arch() -> str:
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    # sm_90a: wgmma, setmaxnreg and TMA multicast need the architecture-specific target.
+    return f"sm_{major}{minor}a" if major >= 9 else f"sm_{major}{minor}"
+
+
+_CUBINS: dict[tuple, bytes] = {}
+
+
+def build_cubin(kernel: CudaKernel) -> bytes:
+    """nvcc -cubin for this GPU (once per process per kernel); CudaBuildError on failure."""
+    arch = _arch()
+    key = (kernel.source, kernel.flags, arch)
+    if key not in _CUBINS:
+        nvcc = nvcc_path()
+        if nvcc is None:
+            raise CudaBuildError("nvcc not found (PATH, CUDA_HOME): CUDA C++ cannot be built here")
+        with tempfile.TemporaryDirectory(prefix="kf-cubin-") as folder:
+            source = os.path.join(folder, "kernel.cu")
+            target = os.path.join(folder, "kernel.cubin")
+            with open(source, "w") as f:
+                f.write(kernel.source)
+            proc = subprocess.run(
+                [nvcc, "-cubin", f"-arch={arch}", *kernel.flags, "-o", target, source],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=NVCC_TIMEOUT_S,
+            )
+            if proc.returncode != 0 or not os.path.isfile(target):
+                log = (proc.stdout + proc.stderr)[-6000:]
+                raise CudaBuildError(f"nvcc failed building {kernel.name}:\n{log}")
+            with open(target, "rb") as f:
+                cubin = f.read()
+        if kernel.name.encode() not in cubin:
+            raise CudaBuildError(
+                f'the cubin has no function {kernel.name!r}: declare it extern "C" __global__'
+            )
+        _CUBINS[key] = cubin
+    return _CUBINS[key]
+
+
+_FUNCTIONS: dict[tuple, object] = {}
+
+
+def _launch(kernel: CudaKernel, grid, block, shared: int, cluster, args) -> None:
+    """Build (once), load (once) and launch on torch's current stream."""
+    import torch
+
+    from harness import cuda_driver
+
+    key = (kernel.source, kernel.flags, kernel.name)
+    function = _FUNCTIONS.get(key)
+    if function is None:
+        function = _FUNCTIONS[key] = cuda_driver.Function(build_cubin(kernel), kernel.name)
+    values = [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]
+    stream = torch.cuda.current_stream().cuda_stream
+    function.launch(grid, block, shared, cluster, stream, kernel.params, values)  # type: ignore[attr-defined]
+
+
+launch_hook = _launch

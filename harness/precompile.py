@@ -1,15 +1,11 @@
-"""Compile a candidate ahead of its evaluation, and keep compiled kernels by source hash.
+"""Compile a candidate ahead of its evaluation, on the CPU cores, while the GPU times another.
 
-An optimizer compiles the next candidates on the CPU cores while the GPU times another. A
-precompile is one sandboxed child (phase "candidate_precompile", the same lock-down as every
-candidate phase) that imports the candidate and triggers its JIT at the shapes the quick
-correctness stage will call, without timing anything. On a GPU every Triton launch is turned
-into a compile-only warmup, so a precompile puts no kernel on the GPU that another process is
-timing; under the CPU interpreter there is nothing to compile and the call simply runs.
-
-Compiled kernels land in the compile cache (harness/compile_cache.py), keyed by the source's
-hash, so the evaluation that follows loads them instead of compiling. The child's side is
-`candidate_phases.candidate_precompile`.
+A render of our own families (harness/judge/trust.py) is compiled the way the screen compiles
+its points: a trusted child imports it and triggers its JIT compile-only at the quick shapes,
+into the trusted caches the judge reads (harness/compile_cache.py). Anything else is recorded
+ahead: the candidate_record phase in its sandbox, at exactly the shapes the evaluation will
+use, launching nothing; the parent files the plans and cubins in the artifact store, where
+the evaluation finds them (harness/judge/evaluation.py) and records nothing again.
 """
 
 from __future__ import annotations
@@ -22,22 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.compile_cache import (
-    cache_key,
-    count_files,
-    cuda_ext_dir,
-    keep_cache,
-    keep_cuda_builds,
-    key_dir,
-    seed_cache,
-)
 from harness.config import EvalConfig
 from harness.results import Backend, Candidate
 
 if TYPE_CHECKING:
     from kernels.problem import Problem
-
-_OK_MARKER = "precompiled.json"
 
 
 @dataclass(frozen=True)
@@ -48,11 +33,11 @@ class PrecompileResult:
     cache_key: str = ""
     cached: bool = False  # this source was precompiled before: no child ran
     # "" when ok; "compile": the candidate failed to import or a kernel failed to compile (an
-    # evaluation would fail the same way); "raised": run() raised something else during the
-    # compile-only call (not conclusive); "timeout", "crash", "forged", "infra": the sandbox's.
+    # evaluation would fail the same way); "raised": run() raised something else (not
+    # conclusive); "timeout", "crash", "forged", "infra": the sandbox's.
     failure: str = ""
-    compile_s: float = 0.0  # import + compile-only calls inside the child: JIT work done ahead
-    files: int = 0  # compile-cache files kept under the key after this precompile
+    compile_s: float = 0.0  # import + compile inside the child: JIT work done ahead
+    files: int = 0  # blobs (cubins, presets) the recorded plans name; 0 for a render
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -61,96 +46,152 @@ class PrecompileResult:
 def precompile(
     candidate: Candidate, problem: Problem, *, config: EvalConfig | None = None
 ) -> PrecompileResult:
-    """Import the candidate and compile its kernels in a sandbox, timing nothing."""
+    """Compile (a render) or record (anything else) the candidate in a sandbox, timing nothing."""
     from harness import device as device_mod
-    from harness.cases import fits_interpreter, pick_sweep, shrink
+    from harness.judge import artifacts, trust
+    from harness.judge.evaluation import record_problems, run_problem
     from harness.ops import resolve_op
-    from harness.sandbox import ChildStatus, run_child, scratch
-    from kernels.problem import Problem
 
     config = config or EvalConfig(quick=True)
     started = time.monotonic()
     gpu = config.device != "cpu" and device_mod.gpu_visible()
-    key = cache_key(candidate, gpu=gpu)
-    marker = key_dir(key) / _OK_MARKER
-    if marker.is_file():
-        return PrecompileResult(True, 0.0, cache_key=key, cached=True, files=count_files(key))
     if not gpu and candidate.backend is Backend.CUDA:
         return PrecompileResult(
-            False,
-            0.0,
-            "CUDA C++ candidates need a GPU; none is visible",
-            key,
-            failure="compile",
+            False, 0.0, "CUDA C++ candidates need a GPU; none is visible", failure="compile"
         )
     op = resolve_op(problem.op, config.op_ref)
-    run_problem = problem
-    if not gpu:
-        if problem.dtype == "bf16":  # as evaluate(): the interpreter gets bf16 wrong
-            run_problem = Problem(problem.op, problem.shape, "fp16", problem.layout)
-        if not fits_interpreter(run_problem):
-            run_problem = shrink(run_problem)
-    shapes = [run_problem, *pick_sweep(op, run_problem, quick=True, interpreter=not gpu)]
+    runs = run_problem(problem, gpu)
+    shapes = [p.to_dict() for p in record_problems(op, runs, config, gpu)]
+    key = artifacts.plans_key(candidate.source, shapes, "cuda" if gpu else "cpu")
+    marker = artifacts.store() / "precompiled" / key
+    if marker.is_file():
+        return PrecompileResult(True, 0.0, cache_key=key, cached=True)
+    point = trust.trusted_point(candidate, problem, config.op_ref)
+    if point is not None:
+        result = _compile_render(candidate, problem, point, config, gpu, key)
+    else:
+        result = _record(candidate, shapes, config, gpu, key)
+    result = dataclasses.replace(result, seconds=time.monotonic() - started)
+    if result.ok:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps({"compile_s": result.compile_s, "problem": problem.key}))
+    return result
+
+
+def _compile_render(
+    candidate: Candidate, problem: Problem, point: dict, config: EvalConfig, gpu: bool, key: str
+) -> PrecompileResult:
+    """The screen's compile phase over this one point (trusted: our render)."""
+    from harness.compile_cache import trusted_dirs, trusted_env
+    from harness.sandbox import ChildStatus, run_child, scratch
+
     root = Path(scratch.make("pre"))
+    progress = root / "progress.jsonl"
     try:
-        workdir = root / "sandbox"
-        workdir.mkdir()
-        seed_cache(workdir, candidate, gpu=gpu)
         job = {
-            "problem": run_problem.to_dict(),
-            "shapes": [p.to_dict() for p in shapes],
+            "problem": problem.to_dict(),
             "op_ref": config.op_ref,
             "device": "cuda" if gpu else "cpu",
             "interpreter": not gpu,
-            "source": candidate.source,
-            "backend": str(candidate.backend),
-            "workdir": str(workdir),
+            "workdir": str(root),
+            "progress_path": str(progress),
+            "points": [{**point, "candidate_id": candidate.id}],
         }
-        env = {"KF_COMPILE_CACHE": str(cuda_ext_dir())}
-        if not gpu:
-            env["TRITON_INTERPRET"] = "1"
-        wall = config.limits.wall_s + (
-            config.compile_wall_s if candidate.backend is Backend.CUDA else 0
-        )
         res = run_child(
-            "candidate_precompile",
+            "screen_compile",
             job,
-            str(workdir),
+            str(root),
             limits=config.limits,
-            wall_s=wall,
+            wall_s=config.limits.wall_s + config.compile_wall_s,
             cuda=gpu,
-            isolate_net=config.network_isolation,
-            isolate_fs=config.fs_isolation,
-            env_extra=env,
+            isolate_fs=False,  # it writes the shared trusted caches
+            writable=trusted_dirs(),
+            env_extra=trusted_env(gpu),
         )
-        files = keep_cache(workdir, candidate, gpu=gpu)
-        if gpu:
-            keep_cuda_builds(workdir)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    seconds = time.monotonic() - started
     if res.status is not ChildStatus.OK:
-        why = {
-            ChildStatus.TIMEOUT: "timeout",
-            ChildStatus.CRASH: "crash",
-            ChildStatus.FORGED: "forged",
-            ChildStatus.INFRA: "infra",
-        }[res.status]
-        return PrecompileResult(
-            False, seconds, f"precompile: {res.error}\n{res.output[-1500:]}", key, failure=why
-        )
-    info = res.result
-    if not info.get("ok"):
         return PrecompileResult(
             False,
-            seconds,
-            str(info.get("log", ""))[-6000:],
+            0.0,
+            f"precompile: {res.error}\n{res.output[-1500:]}",
             key,
-            failure=str(info.get("failure") or "compile"),
-            compile_s=float(info.get("seconds", 0.0)),
-            files=files,
+            failure=res.status.value,
         )
-    key_dir(key).mkdir(parents=True, exist_ok=True)
-    compile_s = float(info.get("seconds", 0.0))
-    marker.write_text(json.dumps({"compile_s": compile_s, "problem": problem.key}))
-    return PrecompileResult(True, seconds, "", key, compile_s=compile_s, files=files)
+    (done,) = res.result.get("results") or [{"ok": False, "log": "no result"}]
+    return PrecompileResult(
+        bool(done.get("ok")),
+        0.0,
+        str(done.get("log", ""))[-6000:],
+        key,
+        failure="" if done.get("ok") else str(done.get("failure") or "compile"),
+        compile_s=float(done.get("seconds", 0.0)),
+    )
+
+
+def _record(
+    candidate: Candidate, shapes: list[dict], config: EvalConfig, gpu: bool, key: str
+) -> PrecompileResult:
+    """The candidate_record phase ahead of time; its plans filed under the evaluation's key."""
+    from harness.judge import artifacts
+    from harness.judge.evaluation import keep_recording
+    from harness.sandbox import ChildStatus, run_child
+
+    job = {
+        "source": candidate.source,
+        "problems": shapes,
+        "op_ref": config.op_ref,
+        "device": "cuda" if gpu else "cpu",
+        "interpreter": not gpu,
+    }
+    wall = config.limits.wall_s + (
+        config.compile_wall_s if candidate.backend is Backend.CUDA else 0
+    )
+    res = run_child(
+        "candidate_record",
+        job,
+        "",
+        limits=config.limits,
+        wall_s=wall,
+        cuda=gpu,
+        env_extra={} if gpu else {"TRITON_INTERPRET": "1"},
+    )
+    if res.status is not ChildStatus.OK:
+        return PrecompileResult(
+            False,
+            0.0,
+            f"precompile: {res.error}\n{res.output[-1500:]}",
+            key,
+            failure=res.status.value,
+        )
+    info = res.result.get("compile") or {}
+    compile_s = float(info.get("seconds", 0.0)) if isinstance(info, dict) else 0.0
+    if not isinstance(info, dict) or not info.get("ok"):
+        log = str(info.get("log", "")) if isinstance(info, dict) else ""
+        return PrecompileResult(
+            False, 0.0, log[-6000:], key, failure="compile", compile_s=compile_s
+        )
+    error = res.result.get("error")
+    if error:
+        kind = str(error.get("kind", "raised")) if isinstance(error, dict) else "raised"
+        detail = str(error.get("detail", ""))[-6000:] if isinstance(error, dict) else ""
+        return PrecompileResult(
+            False,
+            0.0,
+            detail,
+            key,
+            failure="raised" if kind == "raised" else "compile",
+            compile_s=compile_s,
+        )
+    plans = keep_recording(res.result, artifacts.store(), key)
+    if plans is None:
+        return PrecompileResult(
+            False, 0.0, "the recording sent no usable plans", key, failure="compile"
+        )
+    blobs = {b for p in plans for b in _binaries(p)}
+    return PrecompileResult(True, 0.0, "", key, compile_s=compile_s, files=len(blobs))
+
+
+def _binaries(plan: dict) -> set[str]:
+    found = {k.get("binary") for k in plan.get("kernels", []) if k.get("binary")}
+    return found | {p.get("binary") for p in plan.get("presets", [])}

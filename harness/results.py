@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,15 @@ class Candidate:
     source: str  # one self-contained module defining run(*inputs, out) (kernels/problem.py)
     backend: Backend = Backend.TRITON
     origin: str = ""  # who wrote it: "family:matmul_persistent_tma" or "llm:openai/gpt-x"
+    # The family point this source claims to render (harness/judge/trust.py re-renders it:
+    # only a byte-identical render of our own family is trusted and run in the judge's
+    # process; anything else is recorded in its sandbox and replayed).
+    family: str = ""
+    params: tuple[tuple[str, Any], ...] = ()
+
+    @classmethod
+    def of_render(cls, source: str, backend: Backend, family: str, params: Mapping[str, Any]):
+        return cls(source, backend, f"family:{family}", family, tuple(sorted(dict(params).items())))
 
     @property
     def id(self) -> str:

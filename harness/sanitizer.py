@@ -5,8 +5,9 @@ allocator it lands in memory the process owns, so no value check and no CUDA fau
 on other shapes or another allocator state it reads garbage or faults. memcheck (and racecheck
 for shared-memory hazards) sees every access. The agents run it when re-verifying a final best.
 
-How: the candidate_sanitize phase (smoke shape + one odd sweep shape, prepare() and two calls)
-runs as a sandbox child wrapped by compute-sanitizer, with PYTORCH_NO_CUDA_MEMORY_CACHING=1 so
+How: the judge_sanitize phase (harness/judge/tools.py: the judge runs the candidate at the
+smoke shape and one odd sweep shape, prepare() and two calls) runs as a child wrapped by
+compute-sanitizer, with PYTORCH_NO_CUDA_MEMORY_CACHING=1 so
 each tensor is its own cudaMalloc and reading past one is an error memcheck reports. The
 report goes to a log file in a parent-owned folder (not the candidate's stdout, which it
 controls). Same sandbox rules as every candidate phase first: the namespaces (PID, mount with
@@ -65,6 +66,12 @@ class SanitizerReport:
         return dict(self.__dict__)
 
 
+def shapes(op, problem):
+    """The shapes it runs at: the problem and a mid-sized odd one of its sweep."""
+    odd = [p for p in op.sweep(problem) if p != problem and any(s % 2 for s in p.shape)]
+    return [problem, *odd[len(odd) // 2 :][:1]]
+
+
 def find_tool() -> str | None:
     return shutil.which("compute-sanitizer") or next(
         iter(
@@ -115,7 +122,7 @@ def run(
     env_extra: dict[str, str],
     deadline_at: float | None = None,
 ) -> SanitizerReport:
-    """Run the candidate_sanitize phase under `compute-sanitizer --tool <tool>`; every try of
+    """Run the judge_sanitize phase under `compute-sanitizer --tool <tool>`; every try of
     the isolation ladder ends by `deadline_at` (time.monotonic()) when one is given."""
     tool_path = find_tool()
     if tool_path is None:
@@ -134,7 +141,7 @@ def run(
         log_path = os.path.join(side, f"{tool}.log")
         try:
             res = run_child(
-                "candidate_sanitize",
+                "judge_sanitize",
                 job,
                 workdir,
                 limits=limits,

@@ -46,7 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.compile_cache import cuda_ext_dir, keep_cuda_builds, screen_triton_dir
+from harness.compile_cache import trusted_dirs, trusted_env
 from harness.config import Limits
 from harness.results import Backend, Candidate, Regime, Verdict
 from kernels.problem import Family, Problem
@@ -281,7 +281,6 @@ class Screener:
                 writable=self._cache_dirs(),  # the private view keeps the rest read-only
                 env_extra=self._env(),
             )
-            keep_cuda_builds(root)
             done = {r["candidate_id"]: r for r in _read_lines(progress)}
         finally:
             shutil.rmtree(root, ignore_errors=True)
@@ -453,22 +452,12 @@ class Screener:
         }
 
     def _cache_dirs(self) -> tuple[str, ...]:
-        """The screen's Triton cache, the one folder outside its workdir its children write
-        (CUDA builds land in the workdir and are kept by the parent: keep_cuda_builds)."""
-        if not self.gpu:
-            return ()
-        path = screen_triton_dir()
-        path.mkdir(parents=True, exist_ok=True)
-        return (str(path),)
+        """The trusted compile caches (shared with the judge, which then finds a screened
+        point compiled): the folders outside its workdir its children write."""
+        return trusted_dirs() if self.gpu else ()
 
     def _env(self) -> dict[str, str]:
-        env = {
-            "KF_COMPILE_CACHE": str(cuda_ext_dir()),
-            "TRITON_CACHE_DIR": str(screen_triton_dir()),
-        }
-        if not self.gpu:
-            env["TRITON_INTERPRET"] = "1"
-        return env
+        return trusted_env(self.gpu)
 
     def close(self) -> None:
         """Drop queued compiles. Running compile children end by `deadline_at` at the latest

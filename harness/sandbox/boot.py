@@ -1,20 +1,21 @@
 """First code a sandbox child runs: lock itself down, then run one phase and report over a pipe.
 
 Runs under `python -I` before torch or any candidate code is imported, so it uses the standard
-library only. The parent started it inside new PID, mount, IPC and (mostly) network namespaces
-(namespaces.py). Order matters: cgroup and rlimits first (bound what follows), then, once the
-job is known, CUDA initialisation (it opens, and on a fresh machine makes, device nodes), the
-private mount view (mounts.py), Landlock (nothing writable outside the workdir, even for
-root), no capabilities and no_new_privs, the seccomp filter, and only then the phase. The parent passes
-its settings on stdin, never in argv or the environment, so the HMAC key is not visible in
-/proc/<pid>/cmdline or environ.
+library only. The parent started it inside bubblewrap's view and namespaces (view.py), in its
+cgroup. Order matters: rlimits first (bound what follows), then, once the job is known: for a
+phase that runs untrusted code, the switch to an unprivileged uid (it owns nothing of the
+server's, and its capabilities are gone with root); CUDA initialisation (device nodes in the
+view are world-accessible); Landlock (writes only to its scratch; for untrusted code reads only
+the view's folders too); no capabilities and no_new_privs; the seccomp filter; and only then
+the phase. The parent passes its settings on stdin, never in argv or the environment.
 
 Settings come in two parts (protocol.py): one line of spawn settings (cgroup, limits,
 namespaces: the same for every job of a configuration), then the claim (phase, job, workdir,
-environment, mount plan, key, nonce). A fresh child gets both at once. A warm spare (spares.py)
-gets the first, locks what it can, imports torch and triton, says "R" on the result pipe and
-waits; the claim comes when the parent claims it, and everything that depends on the job is
-applied only then, before the phase runs. Either way one process serves exactly one phase.
+environment and, for a trusted phase only, the HMAC key and nonce of its result). A fresh
+child gets both at once. A warm spare (spares.py) gets the first, imports torch and triton,
+says "R" on the result pipe and waits; the claim comes when the parent claims it, and
+everything that depends on the job is applied only then, before the phase runs. Either way
+one process serves exactly one phase.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import select
 import sys
 import traceback
 
-from harness.sandbox import capabilities, cgroups, landlock, mounts, seccomp
+from harness.sandbox import capabilities, landlock, seccomp
 from harness.sandbox.protocol import (
     CUDA_FAILED,
     Claim,
@@ -83,9 +84,11 @@ def unshare_net() -> str:
 
 
 def _send(fd: int, key: bytes, nonce: str, payload: dict) -> None:
+    """The result: HMAC-signed for a trusted phase; an untrusted one has no key ("-"), and
+    the parent treats what it says as data to check, never as a verdict."""
     payload["nonce"] = nonce
     body = json.dumps(payload, default=str).encode()
-    mac = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
+    mac = hmac.new(key, body, hashlib.sha256).hexdigest().encode() if key else b"-"
     data = mac + b"\n" + body
     while data:
         n = os.write(fd, data)
@@ -124,10 +127,12 @@ def _namespace_record(spawn: SpawnSettings, iso: IsolationRecord) -> None:
     names = spawn.namespaces.split("+") if spawn.namespaces else []
     if "pid" in names:
         iso.pid, iso.ipc = "pidns", "ipcns"
+        iso.mounts = "bwrap view: allow-listed reads, private /dev, capped /tmp and /dev/shm"
+        iso.sockets = "not in the view (no host folder holding sockets is bound)"
     else:
-        iso.pid = iso.mounts = iso.ipc = spawn.ns_note
+        iso.pid = iso.mounts = iso.ipc = iso.sockets = spawn.ns_note
     if "net" in names:
-        iso.network = "userns+netns" if "user" in names else "netns"
+        iso.network = "netns"
     elif not spawn.isolate_net:
         iso.network = "none (not asked for by this phase)"
     if not spawn.isolate_fs:
@@ -135,29 +140,27 @@ def _namespace_record(spawn: SpawnSettings, iso: IsolationRecord) -> None:
 
 
 def _lock_process(spawn: SpawnSettings, iso: IsolationRecord) -> None:
-    """What is the same for every job of this spawn configuration: cgroup, rlimits, netns.
+    """What is the same for every job of this spawn configuration: rlimits, the record.
 
     Done before anything is imported (a warm spare imports torch afterwards), and while the
     process has one thread, which unshare(CLONE_NEWUSER) needs."""
-    if spawn.cgroup_procs:
-        if not os.environ.get("KF_VIEW_NOTE"):  # else the wrapping tool's view builder did
-            cgroups.join(spawn.cgroup_procs)
-        iso.cgroup = spawn.cgroup_kind
+    iso.cgroup = spawn.cgroup_kind if spawn.limits.cgroup else "none"
     iso.rlimits = _apply_rlimits(spawn)
     _namespace_record(spawn, iso)
-    if spawn.isolate_net and iso.network.startswith("none"):  # the parent could not make one
+    if spawn.isolate_net and iso.network.startswith("none"):  # no bwrap here
         iso.network = unshare_net() or "none (no network namespace could be made)"
 
 
 def _lock_job(spawn: SpawnSettings, claim: Claim, wrapped: bool, iso: IsolationRecord) -> None:
-    """What depends on the job (mount view, Landlock's writable folder), before any job code."""
+    """What depends on the job (the uid, Landlock's folders), before any job code."""
+    if spawn.untrusted and spawn.sandbox_uid is not None:
+        iso.uid = capabilities.become(spawn.sandbox_uid)
+    else:
+        iso.uid = f"{os.getuid()} (trusted: the worker's own)"
+    os.makedirs(claim.workdir, exist_ok=True)
     if spawn.cuda:
-        # CUDA opens its device nodes (also /dev/nvidia-uvm-tools) at its first init, and on a
-        # fresh machine makes them (nvidia-modprobe, which may load the nvidia-uvm module):
-        # inside the private view, under Landlock, without capabilities or under seccomp that
-        # fails with cudaErrorOperatingSystem (H100, 2026-11-24), so CUDA is initialised
-        # first, in the host's view (no job code has run yet), and then the doors close. Its
-        # device files stay open; the view hides nothing CUDA needs afterwards.
+        # The GPU's device nodes are in the view (the parent made sure they exist: the first
+        # CUDA start on a fresh machine makes them, which needs root and the host's /dev).
         import torch  # noqa: PLC0415
 
         try:
@@ -166,14 +169,11 @@ def _lock_job(spawn: SpawnSettings, claim: Claim, wrapped: bool, iso: IsolationR
             torch.cuda.synchronize()
         except Exception as exc:  # noqa: BLE001  (the parent decides what it means)
             raise OSError(f"{CUDA_FAILED} ({spawn.namespaces or 'no namespaces'}): {exc}") from exc
-    made_by_wrapper = os.environ.pop("KF_VIEW_NOTE", "")
-    if made_by_wrapper:
-        iso.mounts, iso.sockets = json.loads(made_by_wrapper)
-    elif claim.plan is not None and "mount" in spawn.namespaces.split("+"):
-        iso.mounts, iso.sockets = mounts.build(claim.plan)  # only in a mount namespace of its own
     if spawn.isolate_fs:
+        writable = [claim.workdir, *spawn.writes, "/tmp"]
+        readable = list(spawn.reads) if spawn.untrusted else None
         iso.filesystem = (
-            landlock.restrict([claim.workdir], spawn.isolate_net, spawn.isolate_net) or "none"
+            landlock.restrict(writable, spawn.isolate_net, spawn.isolate_net, readable) or "none"
         )
     iso.capabilities = capabilities.drop_all()
     iso.no_new_privs = capabilities.no_new_privs()
@@ -272,7 +272,7 @@ def main() -> None:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
-    key = bytes.fromhex(claim.key)
+    key = bytes.fromhex(claim.key) if claim.key else b""
     try:
         if setup_error:
             raise OSError(setup_error)

@@ -64,3 +64,26 @@ def drop_all() -> str:
         status = dict(line.split(":", 1) for line in f if ":" in line)
     left = [k for k in ("CapEff", "CapPrm", "CapBnd") if int(status.get(k, "0").strip(), 16)]
     return f"none (still held: {', '.join(left)})" if left else "dropped"
+
+
+def become(uid: int) -> str:
+    """Drop to `uid` (and gid = uid, no supplementary groups) for good; from root only.
+
+    The bounding set is emptied first (it needs CAP_SETPCAP, which setresuid() takes away);
+    setresuid() from root to another uid then clears every remaining capability. Returns what
+    the isolation record says."""
+    if os.getuid() != 0:
+        return f"none (the worker's own uid {os.getuid()}: not root, so it cannot switch)"
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            last = int(f.read())
+    except (OSError, ValueError):
+        last = 63
+    for cap in range(last + 1):
+        _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    if os.getuid() != uid or os.geteuid() != uid or os.getgid() != uid:
+        raise OSError(f"could not become uid {uid}")
+    return f"{uid} (owns nothing of the server's)"

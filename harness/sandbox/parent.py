@@ -1,21 +1,21 @@
 """Parent side of the sandbox: run one phase in a child, bound it, kill it, read its result.
 
-The parent never imports torch's CUDA, never imports candidate code and never trusts a result
-that arrives without the per-run HMAC, nor one from a child that exited non-zero (R1.11).
-Whatever text comes back (output, errors, strings in the result) is scrubbed of this
-process's secret values first (scrub.py). A child may have been started ahead of time as a
-warm spare (spares.py); it still serves one phase only.
+The parent never imports torch's CUDA and never imports candidate code. A trusted phase's
+result must arrive with the per-run HMAC and nonce and from a child that exited 0 (R1.11). A
+phase that runs untrusted code (harness.phases.is_untrusted: the candidate's recording and
+CPU executor, uploaded models) gets no key at all: nothing of the judge's is in its process,
+and what it sends back is data that its caller checks, never a verdict. Whatever text comes
+back is scrubbed of this process's secret values (scrub.py). A child may have been started
+ahead of time as a warm spare (spares.py); it still serves one phase only.
 """
 
 from __future__ import annotations
 
 import contextlib
 import enum
-import functools
 import hashlib
 import hmac
 import json
-import logging
 import os
 import secrets
 import shutil
@@ -27,20 +27,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.config import Limits
-from harness.sandbox import capabilities, namespaces, process, scratch, scrub
-from harness.sandbox.process import Config, Started
-from harness.sandbox.protocol import CUDA_FAILED, Claim, IsolationRecord
+from harness.phases import is_untrusted
+from harness.sandbox import capabilities, process, scratch, scrub
+from harness.sandbox.process import UNTRUSTED_WORKDIR, Config, Started
+from harness.sandbox.protocol import Claim, IsolationRecord
 from harness.sandbox.spares import pool, spare_idle_s, spares_enabled
 
-_MAX_RESULT_BYTES = 64 * 2**20
-_log = logging.getLogger(__name__)
+_MAX_RESULT_BYTES = 256 * 2**20
 
 
 class ChildStatus(enum.StrEnum):
-    OK = "ok"  # a verified result arrived and the child exited 0
+    OK = "ok"  # a result arrived and the child exited 0 (trusted: with a valid HMAC)
     TIMEOUT = "timeout"  # killed at the wall-clock limit
     CRASH = "crash"  # died by a signal or exited non-zero without a result
-    FORGED = "forged"  # a result arrived with a wrong HMAC or nonce
+    FORGED = "forged"  # a trusted phase's result arrived with a wrong HMAC or nonce
     INFRA = "infra"  # the harness code inside the child failed
 
 
@@ -75,48 +75,68 @@ def run_child(
     prestart: bool = False,
     spares: bool = True,
     ns_note: str = "",
+    pass_fds: tuple[int, ...] = (),
+    started: threading.Event | None = None,
 ) -> ChildResult:
     """Run `harness.phases.run(phase, job)` in a fresh, locked-down process.
 
-    isolate_ns: own PID/mount/IPC namespaces and the private view (`workdir` and `writable`
-    stay writable, `readable` stays readable where it sits under a private folder such as
-    /tmp). The process is a warm spare of the same configuration when one waits (spares.py);
-    `prestart` leaves a spare behind for the caller's next phase; spares=False never claims
-    one (the retry after a spare died); `ns_note` says why the namespaces are off (the retry
-    after CUDA refused them)."""
-    # The same phase once more (a spare that died at its claim, CUDA refusing the namespaces).
-    again = functools.partial(
-        run_child,
-        phase,
-        job,
-        workdir,
+    workdir: a trusted phase's working folder on the host (bound writable, with `writable`);
+    an untrusted phase gets none: its workdir is a folder of its private tmpfs (job["workdir"]
+    is set to it) and nothing of the host is writable. `readable` adds host folders to the
+    view. `prestart` leaves a spare behind for the caller's next phase; spares=False never
+    claims one; `pass_fds` hands the child open descriptors (never a spare); `started` is set
+    once the child process exists (or failed to start)."""
+    try:
+        return _run(
+            phase,
+            job,
+            workdir,
+            limits=limits,
+            wall_s=wall_s,
+            cuda=cuda,
+            isolate_net=isolate_net,
+            isolate_fs=isolate_fs,
+            isolate_ns=isolate_ns,
+            writable=writable,
+            readable=readable,
+            env_extra=env_extra,
+            wrapper=wrapper,
+            prestart=prestart,
+            spares=spares,
+            ns_note=ns_note,
+            pass_fds=pass_fds,
+            started=started,
+        )
+    finally:
+        if started is not None:
+            started.set()
+
+
+def _run(phase, job, workdir, *, limits, wall_s, cuda, isolate_net, isolate_fs, isolate_ns,
+         writable, readable, env_extra, wrapper, prestart, spares, ns_note, pass_fds, started):  # fmt: skip
+    capabilities.undumpable()  # this process's environment: not for a child to read
+    untrusted = is_untrusted(phase)
+    if untrusted:
+        # Its own scratch only: nothing of the host is writable, every layer is on.
+        workdir, writable = UNTRUSTED_WORKDIR, ()
+        job = {**job, "workdir": workdir}
+        isolate_ns = isolate_fs = True
+    wall = wall_s if wall_s is not None else limits.wall_s
+    key, nonce = (b"", "") if untrusted else (secrets.token_bytes(32), secrets.token_hex(16))
+    config = Config(
         limits=limits,
-        wall_s=wall_s,
         cuda=cuda,
+        untrusted=untrusted,
         isolate_net=isolate_net,
         isolate_fs=isolate_fs,
         isolate_ns=isolate_ns,
-        writable=writable,
-        readable=readable,
-        env_extra=env_extra,
-        wrapper=wrapper,
-        prestart=prestart,
+        ns_note=ns_note,
+        reads=tuple(os.path.realpath(p) for p in readable if p),
+        writes=() if untrusted else _trusted_writes(workdir, writable),
+        env_extra=tuple(sorted((env_extra or {}).items())),
+        base_env=tuple(sorted(process.child_env("/kf-workdir").items())),
     )
-    capabilities.undumpable()  # this process's environment: not for a child to read
-    wall = wall_s if wall_s is not None else limits.wall_s
-    key, nonce = secrets.token_bytes(32), secrets.token_hex(16)
-    if cuda and isolate_ns and len(_cuda_refusals) >= CUDA_REFUSALS_TO_GIVE_UP:
-        isolate_ns, ns_note = False, _cuda_refusals[-1]
-    config = Config.of(limits, cuda, isolate_net, isolate_fs, isolate_ns, ns_note, env_extra)
-    side_dir = scratch.make("side") if wrapper else None
-    plan = None
-    if isolate_ns and namespaces.support().unshare:  # never mount outside a namespace of its own
-        from harness.device import cache_dir  # noqa: PLC0415  (light; avoids an import circle)
-
-        extra = (*writable, side_dir) if side_dir else writable
-        # The harness's own cache (compile cache, cuBLASLt build) stays readable to every child.
-        reads = (*readable, str(cache_dir()))
-        plan = namespaces.plan(workdir, extra, reads, limits.memory_bytes)
+    side_dir = scratch.make("side") if wrapper else None  # under the scratch root: writable
     claim = Claim(
         key=key.hex(),
         nonce=nonce,
@@ -124,11 +144,8 @@ def run_child(
         job=job,
         workdir=workdir,
         env=process.child_env(workdir, env_extra),
-        plan=plan,
     )
-    # Only where Landlock confines every phase: it also stops a candidate from signalling the
-    # spare that waits beside it for the next (trusted) phase.
-    use_spares = spares and wrapper is None and isolate_fs and spares_enabled()
+    use_spares = spares and wrapper is None and not pass_fds and isolate_fs and spares_enabled()
     start = time.monotonic()
     child = pool.claim(config) if use_spares else None
     spare = child is not None
@@ -138,7 +155,7 @@ def run_child(
         child, spare = None, False
     if child is None:
         settings_path = os.path.join(side_dir, "settings.json") if side_dir else None
-        started = process.start(
+        made = process.start(
             config,
             workdir,
             warm=False,
@@ -146,13 +163,16 @@ def run_child(
             wrapper=wrapper,
             settings_path=settings_path,
             claim=claim,
+            pass_fds=pass_fds,
         )
-        if isinstance(started, str):
+        if isinstance(made, str):
             if side_dir:
                 shutil.rmtree(side_dir, ignore_errors=True)
-            return ChildResult(ChildStatus.INFRA, error=started)
-        child = started
+            return ChildResult(ChildStatus.INFRA, error=made)
+        child = made
         process.hand_over(child, None if wrapper else claim)  # a failure shows as a crash
+    if started is not None:
+        started.set()
     message = bytearray()
     reader = threading.Thread(target=_read_all, args=(child.read_fd, message), daemon=True)
     reader.start()
@@ -162,7 +182,7 @@ def run_child(
     wall_used = time.monotonic() - start
     if side_dir:
         with contextlib.suppress(OSError):
-            message = bytearray(Path(side_dir, "result").read_bytes())
+            message = bytearray(Path(side_dir, "result").read_bytes()[:_MAX_RESULT_BYTES])
         shutil.rmtree(side_dir, ignore_errors=True)
     if timed_out:
         return _result(
@@ -176,11 +196,13 @@ def run_child(
             # A spare can die between saying "ready" and its claim (killed from outside; H200,
             # 2026-11-22): that must not read as the job's crash. The phase runs once more in
             # a fresh child, whose verdict stands.
-            return again(spares=False)
+            return _run(phase, job, workdir, limits=limits, wall_s=wall_s, cuda=cuda,
+                        isolate_net=isolate_net, isolate_fs=isolate_fs, isolate_ns=isolate_ns,
+                        writable=writable, readable=readable, env_extra=env_extra,
+                        wrapper=wrapper, prestart=prestart, spares=False, ns_note=ns_note,
+                        pass_fds=pass_fds, started=None)  # fmt: skip
         code = child.proc.returncode
         if oom_killed:
-            # SIGKILL from the OOM killer; `unshare` cannot re-raise SIGKILL on itself (it
-            # exits 1, "sigprocmask unblock failed"), so the status is set from the cgroup.
             code = child.proc.returncode = -signal.SIGKILL
         sig = -code if code and code < 0 else None
         what = f"killed by signal {signal.Signals(sig).name}" if sig else f"exit {code}"
@@ -192,56 +214,36 @@ def run_child(
             spare,
             error=f"sandbox died ({what}) before reporting",
         )
-    reported = payload.get("isolation") or {}
+    reported = payload.get("isolation") if isinstance(payload.get("isolation"), dict) else {}
     if payload.get("status") == "infra":
-        error = payload.get("error", "")
-        if cuda and isolate_ns and _cuda_refuses_namespaces(error):
-            # This phase once more without them; later children try them again.
-            return again(spares=spares, isolate_ns=False, ns_note=_cuda_refusals[-1])
-        return _result(child, ChildStatus.INFRA, wall_used, spare, error=error, reported=reported)
+        error = str(payload.get("error", ""))
+        # An untrusted child's word is not proof the harness failed: its code ran there.
+        status = ChildStatus.CRASH if untrusted else ChildStatus.INFRA
+        return _result(child, status, wall_used, spare, error=error, reported=reported)
+    result = payload.get("result") if isinstance(payload.get("result"), dict) else {}
     if child.proc.returncode != 0:
         return _result(
             child,
             ChildStatus.CRASH,
             wall_used,
             spare,
-            result=payload.get("result", {}),
+            result=result,
             error=f"sandbox exited {child.proc.returncode} after reporting",
             reported=reported,
         )
-    if cuda and isolate_ns:
-        _cuda_refusals.clear()  # CUDA started inside them: a refusal before was not the host's
-    return _result(
-        child, ChildStatus.OK, wall_used, spare, result=payload.get("result", {}), reported=reported
-    )
+    return _result(child, ChildStatus.OK, wall_used, spare, result=result, reported=reported)
 
 
-# Why CUDA refused to start inside a child's PID/mount/IPC namespaces, one entry per refusal
-# since CUDA last started inside them. A refused phase runs once more without them (its
-# isolation record says why) and the next child tries them again: on the H100 (2026-11-24) a
-# refusal came in an agent run on a machine where the sandbox's own GPU check had just started
-# CUDA inside them in every child, so one refusal does not show what the host can do. After
-# CUDA_REFUSALS_TO_GIVE_UP refusals in a row (a driver that never allows it), CUDA children
-# start without them, so a host like that does not pay every child's start-up twice.
-CUDA_REFUSALS_TO_GIVE_UP = 3
-_cuda_refusals: list[str] = []
-
-
-def _cuda_refuses_namespaces(error: str) -> bool:
-    """CUDA's "OS call failed" (cudaErrorOperatingSystem) at its first start inside the
-    namespaces: a property of this host's driver, not of the job (no job code ran yet). Other
-    CUDA start errors (a busy or broken GPU) fail the phase as before."""
-    if f"sandbox setup: {CUDA_FAILED}" not in error or "OS call failed" not in error:
-        return False
-    why = error.split("\n")[0][-300:]
-    _cuda_refusals.append(f"none (CUDA would not start inside them here: {why})")
-    _log.warning(
-        "sandbox: CUDA refused PID/mount/IPC namespaces (%d in a row); this phase runs without "
-        "them: %s",
-        len(_cuda_refusals),
-        why,
-    )
-    return True
+def _trusted_writes(workdir: str, writable: tuple[str, ...]) -> tuple[str, ...]:
+    """The scratch root (every harness folder, so a warm spare can serve any workdir under
+    it) plus whatever else the phase writes."""
+    root = scratch.root()
+    folders = [root]
+    for path in (workdir, *writable):
+        real = os.path.realpath(path)
+        if real != root and not real.startswith(root + "/") and real not in folders:
+            folders.append(real)
+    return tuple(folders)
 
 
 def _wait(child: Started, wall: float, reader: threading.Thread) -> tuple[bool, bool]:
@@ -281,21 +283,17 @@ def _result(
     group = child.group
     isolation.cgroup = group.kind if group.dirs else f"none ({group.note})"
     if not reported:
-        # What the child sets up itself is unknown when it never reported (timeout, crash):
-        # not "none", which would read as a layer this host lacks.
         unknown = "unknown (the child did not report)"
-        for name in ("mounts", "sockets", "filesystem", "capabilities", "seccomp"):
+        for name in ("filesystem", "capabilities", "seccomp", "uid"):
             setattr(isolation, name, unknown)
-        made = child.spawn.namespaces
+        made = child.spawn.namespaces.split("+") if child.spawn.namespaces else []
         if "pid" in made:
             isolation.pid, isolation.ipc = "pidns", "ipcns"
+            isolation.mounts = "bwrap view"
+            isolation.sockets = "not in the view"
         else:
-            isolation.pid = isolation.ipc = child.spawn.ns_note
-        names = made.split("+")
-        if "net" in names:
-            isolation.network = "userns+netns" if "user" in names else "netns"
-        elif child.config.isolate_net:
-            isolation.network = unknown  # the child may have made one itself
+            isolation.pid = isolation.ipc = isolation.mounts = child.spawn.ns_note
+        isolation.network = "netns" if "net" in made else "none (not asked for)"
     return ChildResult(
         status,
         result=scrub.scrub(result or {}, hidden),
@@ -321,17 +319,21 @@ def _read_all(fd: int, into: bytearray) -> None:
 
 
 def _verify(message: bytes, key: bytes, nonce: str) -> tuple[dict | None, str]:
-    """(payload, "") when authentic; (None, why) when forged; (None, "") when nothing came."""
+    """(payload, "") when authentic; (None, why) when forged; (None, "") when nothing came.
+    Without a key (an untrusted phase) a well-formed message is taken as data."""
     if not message:
         return None, ""
     mac, _, body = message.partition(b"\n")
-    expected = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
-    if not hmac.compare_digest(mac, expected):
-        return None, "result message failed HMAC verification"
+    if key:
+        expected = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
+        if not hmac.compare_digest(mac, expected):
+            return None, "result message failed HMAC verification"
     try:
         payload = json.loads(body)
     except ValueError:
-        return None, "result message is not JSON"
-    if payload.get("nonce") != nonce:
+        return None, "result message is not JSON" if key else ""
+    if not isinstance(payload, dict):
+        return None, "result message is not an object" if key else ""
+    if key and payload.get("nonce") != nonce:
         return None, "result message carries another run's nonce"
     return payload, ""

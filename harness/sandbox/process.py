@@ -1,8 +1,14 @@
 """Parent side: start one sandbox child process (not yet told its job), and end it.
 
-The command line is `[namespaces] [view + tool] python -I -c <boot>`: util-linux makes the
-namespaces (namespaces.py); a wrapping tool (ncu, compute-sanitizer) runs inside them, after
-the mount view was built for both (mounts.exec_in_view); boot.py locks the child down.
+The command line is
+
+    sh -c <join its cgroup, exec the rest>  bwrap <view> --  [tool]  python -I -c <boot>
+
+The shell joins the cgroup the parent made for this child (memory and pids caps) before
+anything else runs, so bwrap, the tool and every descendant are bounded; bwrap builds the
+view and the namespaces (view.py); boot.py locks the child down and runs its phase.
+Where bubblewrap is missing a trusted phase still runs (without the view; the isolation record
+says so); an untrusted one refuses to start (parent.py).
 """
 
 from __future__ import annotations
@@ -17,21 +23,22 @@ import subprocess
 import sys
 import threading
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import IO
 
 from harness.config import Limits
-from harness.sandbox import cgroups, namespaces, scratch
+from harness.sandbox import cgroups, scratch, view
 from harness.sandbox.protocol import ChildLimits, Claim, SpawnSettings, dumps
+from harness.sandbox.view import REPO_ROOT
 
-REPO_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 # `python -I` ignores PYTHONPATH, but a child must import the same packages as its parent (an
 # operator's extra site folder, e.g. pinned wheels installed with --target, ahead of the
 # system's): the parent's entries are passed on explicitly. The candidate cannot set them.
 PATHS = [REPO_ROOT, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
 _PRELUDE = f"import sys; sys.path[:0] = {PATHS!r}; "
 BOOT = _PRELUDE + "from harness.sandbox.boot import main; main()"
-VIEW_EXEC = _PRELUDE + "from harness.sandbox.mounts import exec_in_view; exec_in_view()"
+# Joins the cgroup(s) named before "--", then becomes the rest of the command line.
+_JOIN = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 97; shift; done; shift; exec "$@"'
+UNTRUSTED_WORKDIR = "/tmp/work"  # an untrusted child's workdir: inside its private tmpfs
 
 # Passed through when set; everything else (API keys, DATABASE_URL, REDIS_URL...) is dropped.
 ENV_ALLOW = (
@@ -41,6 +48,8 @@ ENV_ALLOW = (
     "LD_LIBRARY_PATH",
     "CUDA_HOME",
     "CUDA_PATH",
+    "CC",
+    "CXX",
     "CUDA_VISIBLE_DEVICES",
     "NVIDIA_VISIBLE_DEVICES",
     "NVIDIA_DRIVER_CAPABILITIES",
@@ -57,6 +66,8 @@ def child_env(workdir: str, extra: dict[str, str] | None = None) -> dict[str, st
     env.update(
         HOME=workdir,
         TMPDIR=workdir,
+        USER="kf-sandbox",  # getpass.getuser() (Inductor's cache) without a passwd entry
+        LOGNAME="kf-sandbox",
         TRITON_CACHE_DIR=os.path.join(workdir, "triton-cache"),
         TORCH_EXTENSIONS_DIR=os.path.join(workdir, "torch-extensions"),
         TORCHINDUCTOR_CACHE_DIR=os.path.join(workdir, "inductor-cache"),
@@ -78,27 +89,27 @@ class Config:
 
     limits: Limits
     cuda: bool
+    untrusted: bool  # an unprivileged uid, no host folder writable, reads restricted
     isolate_net: bool  # its own network namespace (and Landlock: no TCP)
-    isolate_fs: bool  # Landlock: nothing writable outside the workdir
-    isolate_ns: bool  # its own PID, mount and IPC namespaces, private view of the filesystem
-    ns_note: str  # why not, when isolate_ns is off ("none (...)"; "" for: not asked for)
+    isolate_fs: bool  # Landlock
+    isolate_ns: bool  # the bwrap view and namespaces (False only for a trusted fallback)
+    ns_note: str  # why not, when isolate_ns is off
+    reads: tuple[str, ...]  # extra host folders it reads
+    writes: tuple[str, ...]  # host folders it writes (trusted only)
     env_extra: tuple[tuple[str, str], ...]
     # The allow-listed parent environment at the time (CUDA_VISIBLE_DEVICES may change).
     base_env: tuple[tuple[str, str], ...]
     python: str = sys.executable
 
-    @classmethod
-    def of(cls, limits, cuda, isolate_net, isolate_fs, isolate_ns, ns_note, env_extra) -> Config:
-        base = child_env("/kf-workdir")  # the workdir-derived values are set at the claim
-        return cls(
-            limits,
-            cuda,
-            isolate_net,
-            isolate_fs,
-            isolate_ns,
-            ns_note,
-            tuple(sorted((env_extra or {}).items())),
-            tuple(sorted(base.items())),
+    def view(self, chdir: str) -> view.View:
+        return view.View(
+            reads=(*view.system_reads(), *self.reads),
+            writes=() if self.untrusted else self.writes,
+            gpu=self.cuda,
+            own_network=self.isolate_net,
+            tmp_bytes=self.limits.scratch_bytes,
+            shm_bytes=min(self.limits.scratch_bytes, 512 * 2**20),
+            chdir=chdir,
         )
 
 
@@ -140,13 +151,12 @@ class Started:
     group: cgroups.CgroupSet
     read_fd: int
     output: CappedOutput
-    spawn: SpawnSettings  # what it was told at its start (its namespaces among them)
-    scratch: str | None = None  # a spare's own HOME and cwd until its claim
+    spawn: SpawnSettings
+    scratch: str | None = None  # a spare's own folder until its claim
     timer: threading.Timer | None = None
 
     @property
     def stdin(self) -> IO[bytes]:
-        """The pipe its spawn settings and claim go down (start() always opens it)."""
         assert self.proc.stdin is not None, "a sandbox child is started with stdin=PIPE"
         return self.proc.stdin
 
@@ -175,27 +185,35 @@ def start(
     wrapper: list[str] | None = None,
     settings_path: str | None = None,
     claim: Claim | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> Started | str:
     """Spawn a child and hand it its spawn settings; returns why not when it cannot start."""
     limits = config.limits
+    bwrap = view.find_bwrap() if config.isolate_ns else None
+    if config.untrusted and bwrap is None:
+        return (
+            "untrusted code runs only inside bubblewrap, which is not installed "
+            "(apt-get install bubblewrap, or set KF_BWRAP)"
+        )
     group = cgroups.create(limits.memory_bytes, limits.max_pids, scratch.owner())
     read_fd, write_fd = os.pipe()
-    ns_argv, made = namespaces.wrapper(ns=config.isolate_ns, net=config.isolate_net)
-    if "pid" in made:
-        ns_note = ""
-    elif config.isolate_ns:
-        ns_note = f"none ({namespaces.support().note})"
+    if bwrap:
+        namespaces, ns_note = "pid+ipc+uts+view" + ("+net" if config.isolate_net else ""), ""
     else:
-        ns_note = config.ns_note or "none (not asked for by this phase)"
+        namespaces = ""
+        ns_note = config.ns_note or (
+            "none (bubblewrap is not installed)" if config.isolate_ns else "none (not asked for)"
+        )
     spawn = SpawnSettings(
         fd=write_fd,
         warm=warm,
         idle_s=idle_s,
         cuda=config.cuda,
+        untrusted=config.untrusted,
+        sandbox_uid=sandbox_uid() if config.untrusted else None,
         isolate_net=config.isolate_net,
         isolate_fs=config.isolate_fs,
         undumpable=wrapper is None,
-        cgroup_procs=tuple(group.procs_files),
         cgroup_kind=group.kind,
         limits=ChildLimits(
             cpu_s=limits.cpu_s,
@@ -205,15 +223,19 @@ def start(
             memory_bytes=limits.memory_bytes,
             cgroup=bool(group.dirs),
         ),
-        namespaces=made,
+        namespaces=namespaces,
         ns_note=ns_note,
+        reads=config.view("/").reads if bwrap else (),
+        writes=() if config.untrusted else config.writes,
     )
     env = child_env(workdir, dict(config.env_extra))
-    argv = list(ns_argv)
-    if wrapper:
-        if ns_argv and config.isolate_ns:  # the tool and its child share one view
-            argv += [config.python, "-I", "-c", VIEW_EXEC]
-        argv += wrapper
+    argv = []
+    if group.dirs:
+        argv += ["/bin/sh", "-c", _JOIN, "sh", *group.procs_files, "--"]
+    if bwrap:
+        argv += view.argv(bwrap, config.view(workdir if not config.untrusted else "/tmp"))
+        argv.append("--")
+    argv += wrapper or []
     argv += [config.python, "-I", "-c", BOOT]
     if settings_path:
         # A wrapper such as ncu may not forward stdin or extra fds: use private files instead.
@@ -228,9 +250,9 @@ def start(
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            cwd=workdir,
+            cwd=workdir if os.path.isdir(workdir) else "/",
             env=env,
-            pass_fds=() if settings_path else (write_fd,),
+            pass_fds=(*(() if settings_path else (write_fd,)), *pass_fds),
             start_new_session=True,
         )
     except OSError as exc:
@@ -242,12 +264,17 @@ def start(
     output = CappedOutput(proc.stdout, limits.output_cap_bytes)
     child = Started(config, proc, group, read_fd, output, spawn)
     if not settings_path:
-        try:  # one short line: fits the pipe buffer, never blocks
+        try:  # one line: fits the pipe buffer, never blocks
             child.stdin.write(dumps(spawn) + b"\n")
             child.stdin.flush()
         except OSError:
             pass  # it died at once: its result (none) says so
     return child
+
+
+def sandbox_uid() -> int:
+    """The unprivileged uid untrusted children run as (KF_SANDBOX_UID; nobody by default)."""
+    return int(os.environ.get("KF_SANDBOX_UID", "65534"))
 
 
 def hand_over(child: Started, claim: Claim | None) -> bool:

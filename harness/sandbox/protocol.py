@@ -29,22 +29,6 @@ class ChildLimits:
 
 
 @dataclass(frozen=True)
-class MountPlan:
-    """The child's view of the filesystem (mounts.py builds it inside its mount namespace).
-
-    `/` and everything under it is made read-only; each `cover` folder is replaced by an empty
-    private tmpfs (host sockets, shared memory and other jobs' files live there); `writable`
-    and `readable` host folders that sit under a covered one are bound back in; every host
-    pathname socket in `sockets` that is still reachable is masked with /dev/null."""
-
-    writable: tuple[str, ...] = ()
-    readable: tuple[str, ...] = ()
-    cover: tuple[str, ...] = ()
-    sockets: tuple[str, ...] = ()
-    tmpfs_bytes: int = 0
-
-
-@dataclass(frozen=True)
 class SpawnSettings:
     """Everything a child gets before it knows its job (the same for every job of a config)."""
 
@@ -52,28 +36,30 @@ class SpawnSettings:
     warm: bool  # a spare: import, say "R", wait for the claim
     idle_s: float
     cuda: bool
+    untrusted: bool  # candidate or model code will run: drop to sandbox_uid, no host writes
+    sandbox_uid: int | None
     isolate_net: bool
     isolate_fs: bool  # Landlock
     undumpable: bool
-    cgroup_procs: tuple[str, ...]
     cgroup_kind: str
     limits: ChildLimits
-    namespaces: str = ""  # what the unshare wrapper made ("pid+mount+ipc+net"), "" for none
-    ns_note: str = ""  # without PID/mount/IPC namespaces: "none (why)"
+    namespaces: str = ""  # what bwrap made ("pid+ipc+uts+view+net"), "" for none
+    ns_note: str = ""  # without them: "none (why)"
     result_path: str | None = None
+    reads: tuple[str, ...] = ()  # the view's read-only folders (Landlock reads, untrusted)
+    writes: tuple[str, ...] = ()  # host folders it may write besides its workdir (trusted)
 
 
 @dataclass(frozen=True)
 class Claim:
     """The job: given to a fresh child right after its spawn settings, to a spare when claimed."""
 
-    key: str  # HMAC key (hex) for the result message
+    key: str  # HMAC key (hex) for the result message; "" for an untrusted child (it gets none)
     nonce: str
     phase: str
     job: dict[str, Any]
     workdir: str
     env: dict[str, str]
-    plan: MountPlan | None = None  # None: no private mount view (no mount namespace)
 
 
 @dataclass
@@ -83,18 +69,19 @@ class IsolationRecord:
 
     cgroup: str = "none"  # v1 | v2 | none (why)
     rlimits: list[str] = field(default_factory=list)
-    network: str = "none"  # netns | userns+netns | none (why)
+    network: str = "none"  # netns | none (why)
     pid: str = "none"  # pidns: /proc shows only the child's own processes
-    mounts: str = "none"  # private /tmp, /dev/shm, /run...; / read-only
-    sockets: str = "none"  # host pathname sockets hidden or masked
+    mounts: str = "none"  # the bwrap view: allow-listed reads, private /dev, capped /tmp
+    sockets: str = "none"  # host pathname sockets: not in the view
     ipc: str = "none"  # private System V IPC and POSIX message queues
-    filesystem: str = "none"  # landlock-abiN: nothing writable outside the workdir
+    filesystem: str = "none"  # landlock-abiN: writes only to its scratch (untrusted: reads too)
     capabilities: str = "none"  # dropped: no mount/umount, ptrace of others, raw devices...
+    uid: str = "none"  # the uid it ran as: unprivileged for untrusted code
     no_new_privs: bool = False
     seccomp: str = "none"  # denied syscalls (ptrace, bpf, keyctl, unshare, mount...)
     prestarted: bool = False  # the child was a warm spare
 
-    # Layers the issue asks every untrusted child to have (a phase may not ask for all).
+    # Layers every child is expected to have (a phase may not ask for all).
     EXPECTED = ("cgroup", "network", "pid", "mounts", "ipc", "filesystem", "capabilities")
 
     def missing(self) -> list[str]:
@@ -126,16 +113,10 @@ def dumps(obj: Any) -> bytes:
 def spawn_from(data: dict[str, Any]) -> SpawnSettings:
     data = dict(data)
     data["limits"] = ChildLimits(**data["limits"])
-    data["cgroup_procs"] = tuple(data["cgroup_procs"])
+    data["reads"] = tuple(data.get("reads", ()))
+    data["writes"] = tuple(data.get("writes", ()))
     return SpawnSettings(**data)
 
 
 def claim_from(data: dict[str, Any]) -> Claim:
-    data = dict(data)
-    plan = data.get("plan")
-    if plan is not None:
-        fields: dict[str, Any] = {
-            k: tuple(v) if isinstance(v, list) else v for k, v in plan.items()
-        }
-        data["plan"] = MountPlan(**fields)
     return Claim(**data)

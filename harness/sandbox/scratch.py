@@ -50,18 +50,28 @@ def alive(pid: int, ticks: int) -> bool:
     return now is not None and (now == ticks or not ticks)
 
 
+def root() -> str:
+    """Where every harness folder lives (KF_SCRATCH_DIR, else <tmp>/kf-harness-<uid>): trusted
+    children get this one folder writable, never the host's /tmp with its sockets."""
+    path = os.environ.get("KF_SCRATCH_DIR") or os.path.join(
+        tempfile.gettempdir(), f"kf-harness-{os.getuid()}"
+    )
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return os.path.realpath(path)
+
+
 def make(kind: str) -> str:
     """A fresh private folder (0700) of this process; also sweeps now and then."""
     maybe_sweep()
-    return tempfile.mkdtemp(prefix=f"kf-{kind}-{owner()}-")
+    return tempfile.mkdtemp(prefix=f"kf-{kind}-{owner()}-", dir=root())
 
 
-def sweep(root: str | None = None) -> list[str]:
-    """Remove the harness folders under `root` (the temp folder) whose maker is gone."""
-    root = root or tempfile.gettempdir()
+def sweep(folder: str | None = None) -> list[str]:
+    """Remove the harness folders under `folder` (the scratch root) whose maker is gone."""
+    root_dir = folder or root()
     removed: list[str] = []
     try:
-        names = os.listdir(root)
+        names = os.listdir(root_dir)
     except OSError:
         return removed
     for name in names:
@@ -70,7 +80,7 @@ def sweep(root: str | None = None) -> list[str]:
             continue
         if alive(int(m.group(1)), int(m.group(2))):
             continue
-        path = os.path.join(root, name)
+        path = os.path.join(root_dir, name)
         shutil.rmtree(path, ignore_errors=True)
         if not os.path.exists(path):
             removed.append(path)

@@ -32,16 +32,6 @@ def interpreter_broken() -> bool:
     return (major, minor) >= (2, 5)
 
 
-def _namespaces_note() -> str:
-    from harness.sandbox import namespaces
-
-    return namespaces.support().note
-
-
-needs_namespaces = pytest.mark.skipif(
-    bool(_namespaces_note()), reason=f"no namespaces on this host: {_namespaces_note()}"
-)
-
 needs_interpreter = pytest.mark.skipif(
     interpreter_broken(), reason="Triton 3.6 interpreter is broken under numpy>=2.5 (GPU image)"
 )

@@ -1,30 +1,46 @@
-"""evaluate(): is a candidate right, and how fast, judged from outside its process.
+"""evaluate(): is a candidate right, and how fast, decided outside any process it runs in.
 
-Phases, each a fresh sandboxed process (R3.1):
-  1. oracle_prepare  (trusted)   inputs from secret seeds -> cases.pt in the scratch folder
-  2. candidate_cases (untrusted) every case, poisoned + guarded outputs -> outputs.pt
-  3. oracle_check    (trusted)   references computed only now, after the candidate exited
-  3b. candidate_sanitize (untrusted, opt-in: config.sanitize) under compute-sanitizer
-  4. candidate_time  (untrusted) candidate and baselines interleaved; a few timed outputs kept
-  5. oracle_recheck  (trusted)   those timed outputs and one fresh call, against references
-The parent (this module) never initialises CUDA and never imports candidate code.
+The trust boundary (harness/README.md): a source that is a byte-identical render of one of
+our families (judge/trust.py) runs in the judge's process like any trusted kernel. Anything
+else is untrusted, and its host code only ever runs in its sandbox:
+
+  1. candidate_record  (untrusted sandbox) prepare()/run() recorded as plans, shape by shape,
+                       nothing launched; reused from the artifact store when this source
+                       was recorded at these shapes before (the precompile does it ahead)
+  2. judge             (trusted) cases from secret seeds, the candidate run on every case
+                       (plans launched by the judge's code on a GPU; on the CPU replayed by
+                       a sandboxed executor, candidate_serve, on the judge's shared arena),
+                       timing against the baselines, then references and every check
+  3. judge_sanitize    (trusted, opt-in) the same plans under compute-sanitizer
+
+The parent (this module) never initialises CUDA and never imports candidate code; it keeps
+from a child only what the child's result message says, hashed and filed by itself
+(judge/artifacts.py).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import fcntl
+import os
 import secrets
 import shutil
+import socket
 import statistics
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from harness import device as device_mod
 from harness import gpu_state, redact, sanitizer, static_scan, timing
 from harness.baselines import applicable
-from harness.compile_cache import cuda_ext_dir, keep_cache, keep_cuda_builds, seed_cache
+from harness.cases import case_problems
+from harness.compile_cache import trusted_dirs, trusted_env
 from harness.config import TIMING_PROTOCOL, EvalConfig
+from harness.judge import artifacts, trust
 from harness.ops import resolve_op
 from harness.results import (
     Backend,
@@ -58,6 +74,7 @@ _STATUS_VERDICT = {
     ChildStatus.FORGED: Verdict.CHEAT,
     ChildStatus.INFRA: Verdict.INFRA_ERROR,
 }
+ARENA_BYTES = 4 * 2**30  # the CPU executor's shared arena (sparse: pages exist once written)
 
 
 class _Stop(Exception):
@@ -91,9 +108,8 @@ def evaluate(
     ev.findings += static_scan.scan(
         candidate.source, forbid_vendor_library=config.forbid_vendor_library, op=problem.op
     )
-    run_problem = problem
-    if not gpu and problem.dtype == "bf16":
-        run_problem = Problem(problem.op, problem.shape, "fp16", problem.layout)
+    runs = run_problem(problem, gpu)
+    if runs != problem:
         ev.findings.append(
             Finding(
                 "interpreter_dtype",
@@ -108,14 +124,20 @@ def evaluate(
         return _finish(ev, started)
     root = Path(scratch.make("eval"))
     try:
-        _pipeline(ev, candidate, run_problem, config, gpu, root)
+        _pipeline(ev, candidate, problem, runs, config, gpu, root)
     except _Stop as stop:
         ev = stop.evaluation
     finally:
-        keep_cache(root / "sandbox", candidate, gpu=gpu)  # by source hash
         if not config.keep_dir:
             shutil.rmtree(root, ignore_errors=True)
     return _finish(ev, started)
+
+
+def run_problem(problem: Problem, gpu: bool) -> Problem:
+    """The problem as it runs here: Triton's interpreter gets bf16 wrong, so fp16 on the CPU."""
+    if not gpu and problem.dtype == "bf16":
+        return Problem(problem.op, problem.shape, "fp16", problem.layout)
+    return problem
 
 
 def warm_up(problem: Problem, *, deadline_s: float | None = None) -> None:
@@ -154,7 +176,9 @@ def _child(
     gpu: bool,
     *,
     wall: float | None = None,
-    trusted: bool = False,
+    trusted: bool,
+    pass_fds: tuple[int, ...] = (),
+    started: threading.Event | None = None,
 ) -> ChildResult:
     wall = _within_deadline(ev, config, phase, wall if wall is not None else config.limits.wall_s)
     res = run_child(
@@ -166,8 +190,14 @@ def _child(
         cuda=gpu,
         isolate_net=config.network_isolation,
         isolate_fs=config.fs_isolation,
-        env_extra=_env(gpu),
-        prestart=True,  # the next phase's child starts up while this one runs
+        # A trusted child reads the artifact store and the cuBLASLt build, and writes the
+        # trusted compile caches; an untrusted one gets none of them.
+        readable=(str(device_mod.cache_dir()),) if trusted else (),
+        writable=trusted_dirs() if trusted else (),
+        env_extra=trusted_env(gpu) if trusted else _env(gpu),
+        prestart=not pass_fds,  # the next phase's child starts up while this one runs
+        pass_fds=pass_fds,
+        started=started,
     )
     # Where an evaluation's time goes (start-up vs work), per phase, from the parent's clock.
     ev.checks.setdefault("phase_wall_s", {})[phase] = round(res.wall_s, 3)
@@ -199,25 +229,36 @@ def _within_deadline(ev: Evaluation, config: EvalConfig, phase: str, wall: float
 
 
 def _env(gpu: bool) -> dict[str, str]:
-    env = {"KF_COMPILE_CACHE": str(cuda_ext_dir())}
-    if not gpu:
-        env["TRITON_INTERPRET"] = "1"
-    return env
+    return {} if gpu else {"TRITON_INTERPRET": "1"}
+
+
+def record_problems(op, problem: Problem, config: EvalConfig, gpu: bool) -> list[Problem]:
+    """Every shape the judge will call the candidate at: the cases', the timed one and, for
+    the sanitizer, one odd sweep shape."""
+    shapes = case_problems(
+        op, problem, quick=bool(config.quick), interpreter=not gpu, dtypes=config.dtypes
+    )
+    shapes.append(problem)
+    if config.sanitize:
+        shapes += sanitizer.shapes(op, problem)
+    return list(dict.fromkeys(shapes))
 
 
 def _pipeline(
     ev: Evaluation,
     candidate: Candidate,
+    asked: Problem,
     problem: Problem,
     config: EvalConfig,
     gpu: bool,
     root: Path,
 ) -> None:
-    workdir = root / "sandbox"
+    workdir = root / "judge"
     workdir.mkdir()
-    seed_cache(workdir, candidate, gpu=gpu)  # this source's kernels, if compiled
     dev = "cuda" if gpu else "cpu"
-    base_job = {
+    point = trust.trusted_point(candidate, asked, config.op_ref)
+    ev.checks["trusted_render"] = point is not None
+    base_job: dict[str, Any] = {
         "problem": problem.to_dict(),
         "op_ref": config.op_ref,
         "device": dev,
@@ -226,51 +267,264 @@ def _pipeline(
         "dtypes": list(config.dtypes),
         "workdir": str(workdir),
     }
-    oracle_job = {**base_job, "seeds": [secrets.randbits(62) for _ in range(64)]}
-    _child(ev, "oracle_prepare", oracle_job, workdir, config, gpu, trusted=True)
-    cand_job = {
+    if point is not None:
+        subject: dict[str, Any] = {
+            "kind": "render",
+            "source": candidate.source,
+            "point": point,
+            "render_problem": asked.to_dict(),
+        }
+        plans: list[dict] = []
+    else:
+        plans = _recorded_plans(ev, candidate, problem, config, gpu, root)
+        subject = {"kind": "plans", "plans": plans, "store": str(artifacts.store())}
+    job = {
         **base_job,
-        "source": candidate.source,
-        "backend": str(candidate.backend),
+        "subject": subject,
+        "seeds": [secrets.randbits(62) for _ in range(64)],
         "forbid_vendor_library": config.forbid_vendor_library,
+        "baseline_error_factor": config.baseline_error_factor,
+        "time": config.time_candidate,
+        **_timing_job(problem, config, gpu),
+    }
+    wall = config.limits.wall_s + (config.compile_wall_s if "compile" in job["baselines"] else 0)
+    if point is not None and candidate.backend is Backend.CUDA:
+        wall += config.compile_wall_s  # our CUTLASS render may build at import
+    if point is None and not gpu:
+        res = _judge_with_executor(ev, candidate, job, plans, workdir, config, wall)
+    else:
+        res = _child(ev, "judge", job, workdir, config, gpu, wall=wall, trusted=True)
+    _read_judgement(ev, res, problem, config, gpu)
+    if config.sanitize and ev.verdict is Verdict.PASSED and not _rejected(ev):
+        _sanitize(ev, subject, base_job, problem, config, gpu, workdir)
+
+
+def _recorded_plans(
+    ev: Evaluation,
+    candidate: Candidate,
+    problem: Problem,
+    config: EvalConfig,
+    gpu: bool,
+    root: Path,
+) -> list[dict]:
+    """The candidate's plans at every shape the judge will use: from the store when recorded
+    before (same source, shapes, device and versions), else recorded now in its sandbox."""
+    op = resolve_op(problem.op, config.op_ref)
+    shapes = [p.to_dict() for p in record_problems(op, problem, config, gpu)]
+    device = "cuda" if gpu else "cpu"
+    key = artifacts.plans_key(candidate.source, shapes, device)
+    store = artifacts.store()
+    cached = artifacts.load_plans(store, key)
+    if cached is not None:
+        ev.compile = CompileResult(ok=True, cached=True)
+        ev.checks["plans"] = {"key": key[:16], "cached": True, "shapes": len(shapes)}
+        return cached
+    workdir = root / "record"  # not made: an untrusted child writes only its own tmpfs
+    job = {
+        "source": candidate.source,
+        "problems": shapes,
+        "op_ref": config.op_ref,
+        "device": device,
+        "interpreter": not gpu,
     }
     wall = config.limits.wall_s + (
         config.compile_wall_s if candidate.backend is Backend.CUDA else 0
     )
-    res = _child(ev, "candidate_cases", cand_job, workdir, config, gpu, wall=wall).result
-    (workdir / "cases.pt").unlink(missing_ok=True)
-    ev.compile = _compile_result(res.get("compile", {}))
+    res = _child(ev, "candidate_record", job, workdir, config, gpu, wall=wall, trusted=False)
+    plans = keep_recording(res.result, store, key)
+    ev.compile = _compile_result(res.result.get("compile", {}))
+    ev.checks["plans"] = {"key": key[:16], "cached": False, "shapes": len(shapes)}
     if not ev.compile.ok:
         ev.verdict = Verdict.COMPILE_ERROR
         ev.error = ev.compile.log[-2000:]
         raise _Stop(ev)
-    keep_cuda_builds(workdir)
+    error = res.result.get("error")
+    if error or plans is None:
+        error = error or {"case": "", "kind": "contract", "detail": "the recording sent no plans"}
+        detail = str(error.get("detail", ""))[-1500:]
+        if error.get("kind") == "raised":
+            ev.verdict = Verdict.INCORRECT
+            ev.error = f"run() failed at {error.get('case')}: {detail}"
+            ev.stages.append(StageResult("run", False, None, 0, ev.error[:500]))
+        else:
+            ev.verdict = Verdict.COMPILE_ERROR
+            ev.compile = dataclasses.replace(ev.compile, ok=False, log=detail)
+            ev.error = f"the candidate cannot be judged as written ({error.get('case')}): {detail}"
+        raise _Stop(ev)
+    return plans
+
+
+def keep_recording(result: dict, store: Path, key: str) -> list[dict] | None:
+    """File a recording's blobs by their hash (computed here) and its plans under `key`; the
+    plans are decoded once to prove they are plans. None when the result holds none."""
+    from harness import plan as P
+
+    raw_plans = result.get("plans")
+    blobs = result.get("blobs")
+    if not isinstance(raw_plans, list) or not isinstance(blobs, dict):
+        return None
+    have: set[str] = set()
+    for sha, text in blobs.items():
+        try:
+            data = base64.b64decode(str(text), validate=True)
+        except (binascii.Error, ValueError):
+            return None
+        if artifacts.put(store, data) != sha:
+            return None  # a blob that is not what its name says: nothing of it is kept
+        have.add(sha)
+    try:
+        plans = [P.Plan.from_json(p) for p in raw_plans]
+    except P.PlanError:
+        return None
+    if any(not p.binaries() <= have for p in plans):
+        return None
+    encoded = [p.to_json() for p in plans]
+    artifacts.save_plans(store, key, encoded)
+    return encoded
+
+
+def _judge_with_executor(
+    ev: Evaluation,
+    candidate: Candidate,
+    job: dict,
+    plans: list[dict],
+    workdir: Path,
+    config: EvalConfig,
+    wall: float,
+) -> ChildResult:
+    """CPU: the judge and a sandboxed executor share an arena and a socket (serve.py)."""
+    from harness import arena
+
+    arena_fd = arena.create(ARENA_BYTES)
+    judge_end, serve_end = socket.socketpair()
+    executor_dir = workdir.parent / "serve"  # not made: it runs in its own tmpfs
+    blobs = {}
+    for p in plans:
+        for preset in p.get("presets", []):
+            data = artifacts.read(artifacts.store(), preset["binary"])
+            blobs[preset["binary"]] = base64.b64encode(data).decode()
+    serve_job = {
+        "source": candidate.source,
+        "plans": plans,
+        "blobs": blobs,
+        "arena_fd": arena_fd,
+        "socket_fd": serve_end.fileno(),
+        "op_ref": config.op_ref,
+        "interpreter": True,
+    }
+    served: list[ChildResult] = []
+    spawned = threading.Event()
+
+    def serve() -> None:
+        served.append(
+            run_child(
+                "candidate_serve",
+                serve_job,
+                str(executor_dir),
+                limits=config.limits,
+                wall_s=wall,
+                cuda=False,
+                env_extra=_env(False),
+                pass_fds=(arena_fd, serve_end.fileno()),
+                started=spawned,
+            )
+        )
+
+    thread = threading.Thread(target=serve, name="kf-serve", daemon=True)
+    thread.start()
+    spawned.wait(timeout=60)
+    serve_end.close()  # the executor holds its end: its death is EOF to the judge
+    job = {
+        **job,
+        "subject": {
+            "kind": "remote",
+            "plans": plans,
+            "arena_fd": arena_fd,
+            "socket_fd": judge_end.fileno(),
+        },
+    }
+    try:
+        res = _child(
+            ev,
+            "judge",
+            job,
+            workdir,
+            config,
+            False,
+            wall=wall,
+            trusted=True,
+            pass_fds=(arena_fd, judge_end.fileno()),
+        )
+    finally:
+        judge_end.close()
+        os.close(arena_fd)
+        thread.join(timeout=30)
+    if served:
+        ev.stdout_tail = redact.output(served[0].output, executor_dir)
+        ev.isolation = served[0].isolation.to_dict()
+        ev.checks.setdefault("phase_wall_s", {})["candidate_serve"] = round(served[0].wall_s, 3)
+        if served[0].status in (ChildStatus.TIMEOUT, ChildStatus.CRASH):
+            error = res.result.get("error") or {}
+            if error.get("kind") == "crash":
+                error["detail"] = f"{error.get('detail', '')}: {served[0].error}"
+    return res
+
+
+def _timing_job(problem: Problem, config: EvalConfig, gpu: bool) -> dict[str, Any]:
+    regime = config.regime
+    if regime is None:
+        raise ValueError("timing needs the regime evaluate() resolves")
+    dev = "cuda" if gpu else "cpu"
+    usable = applicable(problem.op, problem.layout, dev)
+    wanted = (
+        config.baselines
+        if config.baselines is not None
+        else (("torch",) if config.quick else usable)
+    )
+    names = tuple(n for n in wanted if n in usable) if config.time_candidate else ()
+    lo, hi, rel = config.samples()
+    return {
+        "regime": str(regime),
+        "baselines": list(names),
+        "cublaslt_dir": _cublaslt_dir(gpu, names, config),
+        "min_samples": lo,
+        "max_samples": hi,
+        "target_rel_err": rel,
+        "server_gap_ms": config.server_gap_ms,
+        "max_seconds": 30.0 if config.quick or not gpu else 120.0,
+    }
+
+
+def _rejected(ev: Evaluation) -> bool:
+    return any(f.severity == "reject" for f in ev.findings)
+
+
+def _read_judgement(
+    ev: Evaluation, child: ChildResult, problem: Problem, config: EvalConfig, gpu: bool
+) -> None:
+    res = child.result
+    compile_info = res.get("compile", {})
+    if ev.checks.get("trusted_render") or not compile_info.get("ok", True):
+        ev.compile = _compile_result(compile_info)
+    if not ev.compile.ok:
+        ev.verdict = Verdict.COMPILE_ERROR
+        ev.error = ev.compile.log[-2000:]
+        raise _Stop(ev)
+    ev.checks["judge_s"] = res.get("phase_s", {})
     ev.findings += [Finding(**f) for f in res.get("findings", [])]
     ev.kernels = res.get("kernels", []) + res.get("aten_ops", [])
     error = res.get("error")
-    if error and error["kind"] != "raised":
-        ev.verdict = Verdict.CRASH if error["kind"] == "cuda_fault" else Verdict.COMPILE_ERROR
+    if error and error["kind"] not in ("raised", "plan"):
+        ev.verdict = (
+            Verdict.CRASH if error["kind"] in ("cuda_fault", "crash") else Verdict.COMPILE_ERROR
+        )
         ev.error = f"run() failed on case {error['case']}: {error['detail'][-1500:]}"
-        if error["kind"] == "compile":  # built lazily in prepare()/run(), and that failed
+        if error["kind"] == "compile":
             ev.compile = dataclasses.replace(ev.compile, ok=False, log=error["detail"][-6000:])
         raise _Stop(ev)
-    check = _child(
-        ev,
-        "oracle_check",
-        {
-            **oracle_job,
-            "outputs_path": str(workdir / "outputs.pt"),
-            "baseline_error_factor": config.baseline_error_factor,
-        },
-        workdir,
-        config,
-        gpu,
-        trusted=True,
-    ).result
-    ev.findings += [Finding(**f) for f in check["findings"]]
     ev.stages = [
         StageResult(name, s["passed"], s["worst"], s["cases"], s["detail"])
-        for name, s in sorted(check["stages"].items(), key=lambda kv: _stage_rank(kv[0]))
+        for name, s in sorted(res.get("stages", {}).items(), key=lambda kv: _stage_rank(kv[0]))
     ]
     if error:
         ev.verdict = Verdict.INCORRECT
@@ -282,43 +536,79 @@ def _pipeline(
         ev.verdict = Verdict.INCORRECT
         ev.error = "; ".join(f"{s.name}: {s.detail}" for s in failed)
         raise _Stop(_finish(ev, time.monotonic()))
-    if any(f.severity == "reject" for f in ev.findings):
-        return
-    if config.sanitize:
-        _sanitize(ev, candidate, problem, config, gpu, workdir, base_job)
-    if not config.time_candidate:
-        return
-    _time(ev, candidate, problem, config, gpu, workdir, base_job)
+    if res.get("timing") and not _rejected(ev):
+        _read_timing(ev, res, child.wall_s, problem, config)
+
+
+def _read_timing(
+    ev: Evaluation, res: dict, child_wall: float, problem: Problem, config: EvalConfig
+) -> None:
+    timed = res["timing"]
+    recheck = res["recheck"]
+    ev.stages.append(
+        StageResult(
+            "recheck_after_timing",
+            recheck["passed"],
+            recheck["worst"],
+            recheck["checked"],
+            recheck["detail"],
+        )
+    )
+    if not recheck["passed"]:
+        ev.verdict = Verdict.INCORRECT
+        ev.error = f"recheck_after_timing: {recheck['detail']}"
+    samples = timed["samples"]
+    checks = _cross_checks(samples, timed, child_wall, ev)  # on the raw samples
+    synced = {n: v["synced"] for n, v in samples.items()}
+    plain = {n: v["plain"] for n, v in samples.items()}
+    corrected, tails = timing.reported_us(synced, plain, [n for n in samples if n != "candidate"])
+    for name, values in corrected.items():
+        samples[name]["synced"] = values  # the raw samples stay in the child's result
+    stats = {name: timing.summarize(s["synced"] or s["host"]) for name, s in samples.items()}
+    regime = config.regime or Regime.INTERPRETER
+    timings = Timings(
+        regime=regime,
+        protocol=TIMING_PROTOCOL,
+        candidate=stats["candidate"],
+        baselines={n: st for n, st in stats.items() if n != "candidate"},
+    )
+    cand = samples["candidate"]["synced"] or samples["candidate"]["host"]
+    for name in timings.baselines:
+        base = samples[name]["synced"] or samples[name]["host"]
+        timings.speedups[name] = statistics.median(base) / statistics.median(cand)
+        timings.speedup_ci[name] = timing.speedup_ci(base, cand)
+    first = next(iter(timings.baselines), None)
+    if first:
+        lo_ci, hi_ci = timings.speedup_ci[first]
+        timings.noise = (hi_ci - lo_ci) / 2 / timings.speedups[first]
+    ev.timings = timings
+    ev.checks = {**ev.checks, **checks, "sync_tail_us": tails}
+    ev.checks["baseline_errors"] = timed.get("baseline_errors", {})
+    if timed.get("preroll"):
+        ev.checks["preroll"] = timed["preroll"]
+    _roofline(ev, resolve_op(problem.op, config.op_ref), problem)
 
 
 def _sanitize(
     ev: Evaluation,
-    candidate: Candidate,
+    subject: dict,
+    base_job: dict,
     problem: Problem,
     config: EvalConfig,
     gpu: bool,
     workdir: Path,
-    base_job: dict,
 ) -> None:
-    """compute-sanitizer stage (harness/sanitizer.py). A reported error rejects as INCORRECT:
-    an out-of-bounds or racy access is a wrong kernel that happened to produce the right
-    values here (like a guard-band hit), not proof of intent to fool the timer, so CHEAT
-    would mislabel it; CRASH is for a sandbox that died, which this one need not do."""
+    """compute-sanitizer stage (harness/sanitizer.py) over the judge running the candidate at
+    the smoke shape and one odd sweep shape. A reported error rejects as INCORRECT: an
+    out-of-bounds or racy access is a wrong kernel that happened to produce the right values
+    here (like a guard-band hit), not proof of intent to fool the timer."""
     if not gpu:
         ev.findings.append(Finding("sanitizer", "warn", "compute-sanitizer needs a GPU: skipped"))
         return
-    job = {
-        **base_job,
-        "source": candidate.source,
-        "backend": str(candidate.backend),
-        "seed": secrets.randbits(62),
-    }
+    job = {**base_job, "subject": subject, "seed": secrets.randbits(62)}
     reports = {}
     for tool in config.sanitize_tools:
-        wall = 2 * config.limits.wall_s + (
-            config.compile_wall_s if candidate.backend is Backend.CUDA else 0
-        )
-        wall = _within_deadline(ev, config, f"sanitize_{tool}", wall)
+        wall = _within_deadline(ev, config, f"sanitize_{tool}", 2 * config.limits.wall_s)
         rep = sanitizer.run(
             tool,
             job,
@@ -401,89 +691,6 @@ def _cublaslt_dir(gpu: bool, names: tuple[str, ...], config: EvalConfig) -> str 
     return str(build_dir)
 
 
-def _time(
-    ev: Evaluation,
-    candidate: Candidate,
-    problem: Problem,
-    config: EvalConfig,
-    gpu: bool,
-    workdir: Path,
-    base_job: dict,
-) -> None:
-    regime = config.regime
-    if regime is None:
-        raise ValueError("timing needs the regime evaluate() resolves")
-    op = resolve_op(problem.op, config.op_ref)
-    dev = "cuda" if gpu else "cpu"
-    usable = applicable(problem.op, problem.layout, dev)
-    wanted = (
-        config.baselines
-        if config.baselines is not None
-        else (("torch",) if config.quick else usable)
-    )
-    names = tuple(n for n in wanted if n in usable)
-    lo, hi, rel = config.samples()
-    job = {
-        **base_job,
-        "source": candidate.source,
-        "regime": str(regime),
-        "baselines": list(names),
-        "cublaslt_dir": _cublaslt_dir(gpu, names, config),
-        "min_samples": lo,
-        "max_samples": hi,
-        "target_rel_err": rel,
-        "server_gap_ms": config.server_gap_ms,
-        "max_seconds": 30.0 if config.quick or not gpu else 120.0,
-    }
-    wall = config.limits.wall_s + (config.compile_wall_s if "compile" in names else 0)
-    child = _child(ev, "candidate_time", job, workdir, config, gpu, wall=wall)
-    res, child_wall = child.result, child.wall_s
-    ev.findings += [Finding(**f) for f in res.get("findings", [])]
-    samples = res["samples"]
-    spots_job = {**base_job, "spots_path": str(workdir / "spots.pt")}
-    recheck = _child(ev, "oracle_recheck", spots_job, workdir, config, gpu, trusted=True).result
-    ev.stages.append(
-        StageResult(
-            "recheck_after_timing",
-            recheck["passed"],
-            recheck["worst"],
-            recheck["checked"],
-            recheck["detail"],
-        )
-    )
-    if not recheck["passed"]:
-        ev.verdict = Verdict.INCORRECT
-        ev.error = f"recheck_after_timing: {recheck['detail']}"
-    checks = _cross_checks(samples, res, child_wall, ev)  # on the raw samples
-    synced = {n: v["synced"] for n, v in samples.items()}
-    plain = {n: v["plain"] for n, v in samples.items()}
-    corrected, tails = timing.reported_us(synced, plain, [n for n in samples if n != "candidate"])
-    for name, values in corrected.items():
-        samples[name]["synced"] = values  # the raw samples stay in the child's result
-    stats = {name: timing.summarize(s["synced"] or s["host"]) for name, s in samples.items()}
-    timings = Timings(
-        regime=regime,
-        protocol=TIMING_PROTOCOL,
-        candidate=stats["candidate"],
-        baselines={n: st for n, st in stats.items() if n != "candidate"},
-    )
-    cand = samples["candidate"]["synced"] or samples["candidate"]["host"]
-    for name in timings.baselines:
-        base = samples[name]["synced"] or samples[name]["host"]
-        timings.speedups[name] = statistics.median(base) / statistics.median(cand)
-        timings.speedup_ci[name] = timing.speedup_ci(base, cand)
-    first = next(iter(timings.baselines), None)
-    if first:
-        lo_ci, hi_ci = timings.speedup_ci[first]
-        timings.noise = (hi_ci - lo_ci) / 2 / timings.speedups[first]
-    ev.timings = timings
-    ev.checks = {**ev.checks, **checks, "sync_tail_us": tails}
-    ev.checks["baseline_errors"] = res.get("baseline_errors", {})
-    if res.get("preroll"):
-        ev.checks["preroll"] = res["preroll"]
-    _roofline(ev, op, problem)
-
-
 def _cross_checks(samples: dict, res: dict, child_wall: float, ev: Evaluation) -> dict:
     """Side-stream (synced vs plain events), host timer vs events, and wall-clock sanity."""
     checks: dict = {"clocks": res.get("clocks")}
@@ -531,9 +738,7 @@ def _cross_checks(samples: dict, res: dict, child_wall: float, ev: Evaluation) -
         host = statistics.median(cand["host"])
         checks["host_vs_events"] = {"host_us": host, "events_us": synced}
         # Only meaningful when the GPU queue was empty at the call (SERVER regime): with the
-        # OFFLINE pre-roll the host also waits out queued refill and flush work, which is not
-        # the candidate's (it flagged an honest rmsnorm, 93 vs 215 us, H200 2026-11-22). Host
-        # work hidden behind the pre-roll cannot read the inputs without waiting for the spin.
+        # OFFLINE pre-roll the host also waits out queued refill and flush work.
         pre_rolled = bool((res.get("preroll") or {}).get("candidate"))
         if not pre_rolled and synced < 0.5 * host and host - synced > 100.0:
             ev.findings.append(
@@ -559,7 +764,7 @@ def _cross_checks(samples: dict, res: dict, child_wall: float, ev: Evaluation) -
 
 def _roofline(ev: Evaluation, op, problem: Problem) -> None:
     t = ev.timings
-    if t is None:  # set by _time before it calls this
+    if t is None:  # set by _read_timing before it calls this
         return
     secs = t.candidate.median_us / 1e6
     if secs <= 0:

@@ -1,0 +1,67 @@
+"""Phases that run the judge under a GPU tool: compute-sanitizer and Nsight Compute.
+
+The tool wraps the judge, which runs the candidate the one way it ever runs on a GPU: our
+render in-process, or its recorded plans launched by our code. No candidate host code is
+under the tool either.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from harness.judge import oracle
+from harness.judge.session import GUARD, place
+from harness.ops import resolve_op
+from harness.sanitizer import shapes
+from kernels.problem import Problem
+
+
+def _run(subject, op, problem: Problem, seed: int, calls: int, prepare: bool = True) -> None:
+    spec = op.output_spec(problem)
+    n = oracle.spec_numel(spec.shape)
+    inputs = [place(subject, t) for t in op.make_inputs(problem, seed=seed, device="cpu")]
+    padded = subject.empty_strided((2 * GUARD + n,), (1,), spec.dtype)
+    out = padded[GUARD : GUARD + n].view(spec.shape)
+    for i in range(calls):
+        out.fill_(float("nan"))
+        subject.bind(problem, inputs, out, prepare=prepare and i == 0)
+        subject.call()
+        torch.cuda.synchronize()
+
+
+def judge_sanitize(job: dict) -> dict[str, Any]:
+    """prepare() and two calls at the smoke shape and one odd sweep shape; the tool's log (a
+    parent-owned file) decides. Reports how many calls finished (a clean log of none proves
+    nothing)."""
+    from harness.judge.open import open_subject
+    from harness.judge.subjects import CandidateFailure
+
+    problem = Problem.from_dict(job["problem"])
+    op = resolve_op(problem.op, job.get("op_ref", ""))
+    calls = 0
+    try:
+        subject, _ = open_subject(job)
+        for i, p in enumerate(shapes(op, problem)):
+            _run(subject, op, p, job["seed"] + i, 2)
+            calls += 2
+    except CandidateFailure as failure:
+        return {"calls": calls, "error": failure.detail[-2000:]}
+    except Exception as exc:  # noqa: BLE001  (the tool's log says what went wrong)
+        return {"calls": calls, "error": f"{type(exc).__name__}: {exc}"[-2000:]}
+    return {"calls": calls, "shapes": ["x".join(map(str, p.shape)) for p in shapes(op, problem)]}
+
+
+def judge_profile(job: dict) -> dict[str, Any]:
+    """Warm up outside the NVTX range, then exactly one call inside it (R6.1)."""
+    from harness.judge.open import open_subject
+
+    problem = Problem.from_dict(job["problem"])
+    op = resolve_op(problem.op, job.get("op_ref", ""))
+    subject, info = open_subject(job)
+    _run(subject, op, problem, job["seed"], 3)
+    torch.cuda.nvtx.range_push(job["nvtx"])
+    _run(subject, op, problem, job["seed"], 1, prepare=False)
+    torch.cuda.nvtx.range_pop()
+    return {"compile": info}
