@@ -8,7 +8,7 @@ from typing import Any
 
 from agents.reporting import AttemptVerdict, IterationEvent
 from agents.state import Best, Pending, Record
-from harness import wins
+from harness.judge import wins
 from harness.results import Evaluation
 
 

@@ -37,10 +37,18 @@ class RunContext:
         """The op's families this evaluator can run (no CUDA C++ on a CPU-only worker)."""
         return {f.name: f for f in self.op.families() if runs_backend(self.evaluator, f.backend)}
 
-    def candidate(self, source: str, family: str | None, origin: str = "") -> Candidate:
+    def candidate(
+        self, source: str, family: str | None, origin: str = "", params: dict | None = None
+    ) -> Candidate:
         """The harness candidate for a source: a CUDA C++ family's builds with nvcc (longer
-        compile limit, its own compile cache key), everything else is Triton."""
+        compile limit), everything else is Triton. A family point (family and params) claims
+        to be that point's render: the judge checks the claim by rendering it again, and runs
+        only an exact render in its own process (anything else is recorded in its sandbox)."""
         backend = next((f.backend for f in self.op.families() if f.name == family), "triton")
+        if family and params:
+            return Candidate(
+                source, Backend.of_family(backend), origin, family, tuple(sorted(params.items()))
+            )
         return Candidate(source=source, backend=Backend.of_family(backend), origin=origin)
 
     def elapsed(self) -> float:

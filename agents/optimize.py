@@ -15,7 +15,7 @@ from agents.evaluator import Evaluator, HarnessEvaluator, begin_run, compile_sta
 from agents.graph import build_graph
 from agents.reporting import AttemptVerdict, IterationEvent, Reporter, SearchStats
 from agents.state import OptimizeState, Record
-from harness import wins
+from harness.judge import wins
 from kernels import get_op
 from kernels.problem import Problem
 

@@ -59,7 +59,7 @@ class IterationEvent:
     llm_cost_usd: float = 0.0
     tier: str = "verify"  # "verify": a screen finalist; "check": untrusted code (agents/tiers.py)
     screen_speedup: float | None = None  # the screen's number that made it a finalist
-    # harness.wins on `evaluation`: every baseline timed is beaten beyond noise. The worker
+    # harness.judge.wins on `evaluation`: every baseline timed is beaten beyond noise. The worker
     # stores it (Iteration.beats_baselines); the web app ranks by it and never recomputes it.
     beats_baselines: bool = False
 

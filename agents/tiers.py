@@ -27,10 +27,10 @@ from typing import Any
 
 from agents.config import OptimizeConfig
 from agents.state import Best, OptimizeState, Screened
-from harness import wins
+from harness.judge import wins
+from harness.judge.wins import BaselineCall
 from harness.results import Verdict
 from harness.screen import ScreenEntry
-from harness.wins import BaselineCall
 
 
 def beats(
@@ -145,7 +145,7 @@ class Outcome:
 
 def outcome(state: OptimizeState, config: OptimizeConfig, why_none: str) -> Outcome:
     """Never ship a loss: the best ships only if it beats every baseline of its full-protocol
-    evaluation beyond noise (harness.wins, the one rule)."""
+    evaluation beyond noise (harness.judge.wins, the one rule)."""
     best = state.get("best")
     if best is None:
         return Outcome("baseline", f"{why_none}: PyTorch is kept")

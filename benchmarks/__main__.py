@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def build_cublaslt(cache: dict) -> None:
     try:
-        from harness import cublaslt
+        from harness.judge import cublaslt
 
         build_dir = os.path.join(tempfile.gettempdir(), "kf_cublaslt")
         cublaslt.build(build_dir)

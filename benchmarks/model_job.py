@@ -100,7 +100,9 @@ def optimize_with_families(problem: Problem, budget_s: float, log: TextIO) -> Pr
         source = family.render(problem, params)
         # The family's backend: a CUDA C++/CUTLASS build gets its compile time (and none is
         # tried without a GPU), as in the agent's own evaluations.
-        candidate = Candidate(source, Backend.of_family(family.backend), f"family:{family.name}")
+        candidate = Candidate.of_render(
+            source, Backend.of_family(family.backend), family.name, params
+        )
         ev = evaluate(candidate, problem, config=EvalConfig(quick=True))
         speedup = ev.speedup("torch") if ev.ok else None
         log.write(

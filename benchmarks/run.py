@@ -327,8 +327,8 @@ _BASELINE_CACHE: dict[str, Any] = {}
 
 
 def baselines_for(problem: Problem, op, names: list[str]):
-    """torch / compile / cublaslt callables (destination passing), built by harness.baselines."""
-    from harness import baselines as hb
+    """torch / compile / cublaslt callables (destination passing), built by harness.judge.baselines."""
+    from harness.judge import baselines as hb
 
     wanted = [n for n in names if n in hb.applicable(problem.op, problem.layout, "cuda")]
     built: dict[str, Any] = {}
@@ -347,7 +347,7 @@ def baselines_for(problem: Problem, op, names: list[str]):
 
 
 def compiled_baseline(op, problem):
-    """torch.compile(max-autotune) of the eager baseline, like harness.baselines but with
+    """torch.compile(max-autotune) of the eager baseline, like harness.judge.baselines but with
     Inductor's parallel compile workers (the harness pins one thread inside its sandbox)."""
     import torch._dynamo
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from harness import wins
+from harness.judge import wins
 
 REFERENCE = "torch"  # what the fallback runs, and what speedups are quoted against
 FALLBACK = 1.0

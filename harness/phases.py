@@ -75,7 +75,7 @@ def ceilings(job: dict) -> dict:
 
 
 def build_cublaslt(job: dict) -> dict:
-    from harness import cublaslt
+    from harness.judge import cublaslt
 
     return cublaslt.build(job["build_dir"])
 

@@ -133,63 +133,26 @@ def _record(
     candidate: Candidate, shapes: list[dict], config: EvalConfig, gpu: bool, key: str
 ) -> PrecompileResult:
     """The candidate_record phase ahead of time; its plans filed under the evaluation's key."""
-    from harness.judge import artifacts
-    from harness.judge.evaluation import keep_recording
-    from harness.sandbox import ChildStatus, run_child
+    from harness.judge import recording
+    from harness.sandbox import ChildStatus
 
-    job = {
-        "source": candidate.source,
-        "problems": shapes,
-        "op_ref": config.op_ref,
-        "device": "cuda" if gpu else "cpu",
-        "interpreter": not gpu,
-    }
-    wall = config.limits.wall_s + (
-        config.compile_wall_s if candidate.backend is Backend.CUDA else 0
-    )
-    res = run_child(
-        "candidate_record",
-        job,
-        "",
-        limits=config.limits,
-        wall_s=wall,
-        cuda=gpu,
-        env_extra={} if gpu else {"TRITON_INTERPRET": "1"},
-    )
-    if res.status is not ChildStatus.OK:
+    rec = recording.record(candidate, shapes, config, gpu)
+    child = rec.child
+    if child is not None and child.status is not ChildStatus.OK:
+        why = f"precompile: {child.error}\n{child.output[-1500:]}"
+        return PrecompileResult(False, 0.0, why, key, failure=child.status.value)
+    if not rec.compile.ok:
         return PrecompileResult(
-            False,
-            0.0,
-            f"precompile: {res.error}\n{res.output[-1500:]}",
-            key,
-            failure=res.status.value,
+            False, 0.0, rec.compile.log, key, failure="compile", compile_s=rec.compile.seconds
         )
-    info = res.result.get("compile") or {}
-    compile_s = float(info.get("seconds", 0.0)) if isinstance(info, dict) else 0.0
-    if not isinstance(info, dict) or not info.get("ok"):
-        log = str(info.get("log", "")) if isinstance(info, dict) else ""
+    if rec.plans is None:
+        error = rec.error or {"kind": "contract", "detail": ""}
+        failure = "raised" if error["kind"] == "raised" else "compile"
         return PrecompileResult(
-            False, 0.0, log[-6000:], key, failure="compile", compile_s=compile_s
+            False, 0.0, error["detail"], key, failure=failure, compile_s=rec.compile.seconds
         )
-    error = res.result.get("error")
-    if error:
-        kind = str(error.get("kind", "raised")) if isinstance(error, dict) else "raised"
-        detail = str(error.get("detail", ""))[-6000:] if isinstance(error, dict) else ""
-        return PrecompileResult(
-            False,
-            0.0,
-            detail,
-            key,
-            failure="raised" if kind == "raised" else "compile",
-            compile_s=compile_s,
-        )
-    plans = keep_recording(res.result, artifacts.store(), key)
-    if plans is None:
-        return PrecompileResult(
-            False, 0.0, "the recording sent no usable plans", key, failure="compile"
-        )
-    blobs = {b for p in plans for b in _binaries(p)}
-    return PrecompileResult(True, 0.0, "", key, compile_s=compile_s, files=len(blobs))
+    blobs = {b for p in rec.plans for b in _binaries(p)}
+    return PrecompileResult(True, 0.0, "", key, compile_s=rec.compile.seconds, files=len(blobs))
 
 
 def _binaries(plan: dict) -> set[str]:

@@ -1,12 +1,12 @@
 """profile(): Nsight Compute on exactly the candidate's launches inside one NVTX range (R6.1).
 
-ncu wraps a sandbox child (phase profile_target) that warms the candidate up outside the range
-and then calls it once inside it. Only candidates that passed evaluate() should be profiled
-(R3.8). The network namespace and Landlock stay off here: ncu's injected library talks to the
-ncu front-end process. The PID/mount/IPC namespaces are made around ncu (front end and child
-share them, and the private view, where the report folder stays writable); if ncu writes no
-report that way, it runs once more without them (logged). The environment allow-list, cgroup,
-rlimits, dropped capabilities and timeout always apply.
+ncu wraps the judge (phase judge_profile, harness/judge/tools.py), which runs the candidate
+the one way it runs on a GPU (our render, or its recorded plans launched by our code), warms
+it up outside the range and calls it once inside it. No candidate host code runs under ncu.
+Only candidates that passed evaluate() should be profiled (R3.8). The network namespace and
+Landlock stay off here: ncu's injected library talks to the ncu front-end process. The view
+and namespaces wrap ncu (front end and child share them; the report folder is writable); if
+ncu writes no report that way, it runs once more without them (logged).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from harness import device as device_mod
 from harness import ncu
-from harness.compile_cache import cuda_ext_dir
+from harness.compile_cache import trusted_dirs, trusted_env
 from harness.config import EvalConfig
 from harness.ops import resolve_op
 from harness.results import Bottleneck, Candidate, Profile
@@ -88,6 +88,12 @@ def profile(
     # The run's deadline (EvalConfig.deadline_s) caps both tries together.
     deadline = config.deadline_s if config.deadline_s is not None else float("inf")
     ends_at = time.monotonic() + deadline
+    from harness.judge.evaluation import subject_for
+
+    subject, why = subject_for(candidate, problem, config, gpu=True)
+    if subject is None:
+        prof.error = f"cannot profile it: {why}"
+        return prof
     for isolate_ns in (True, False):
         workdir = scratch.make("prof")
         try:
@@ -95,13 +101,13 @@ def profile(
                 "problem": problem.to_dict(),
                 "op_ref": config.op_ref,
                 "device": "cuda",
-                "source": candidate.source,
+                "subject": subject,
                 "workdir": workdir,
                 "seed": secrets.randbits(62),
                 "nvtx": NVTX_RANGE,
             }
             res = run_child(
-                "profile_target",
+                "judge_profile",
                 job,
                 workdir,
                 limits=config.limits,
@@ -112,9 +118,9 @@ def profile(
                 isolate_net=False,
                 isolate_fs=False,
                 isolate_ns=isolate_ns,
-                writable=(str(out_dir),),
-                readable=_ncu_dirs(),
-                env_extra={"KF_COMPILE_CACHE": str(cuda_ext_dir())},
+                writable=(str(out_dir), *trusted_dirs()),
+                readable=(*_ncu_dirs(), str(device_mod.cache_dir())),
+                env_extra=trusted_env(True),
                 wrapper=ncu_command(report, full=full),
             )
         finally:

@@ -32,8 +32,8 @@ class Candidate:
     # The family point this source claims to render (harness/judge/trust.py re-renders it:
     # only a byte-identical render of our own family is trusted and run in the judge's
     # process; anything else is recorded in its sandbox and replayed).
-    family: str = ""
-    params: tuple[tuple[str, Any], ...] = ()
+    family: str = field(default="", compare=False)
+    params: tuple[tuple[str, Any], ...] = field(default=(), compare=False)
 
     @classmethod
     def of_render(cls, source: str, backend: Backend, family: str, params: Mapping[str, Any]):

@@ -224,8 +224,8 @@ class Screener:
             except Exception as exc:  # a family bug or a bad point costs that point only
                 self._fail(point, "", Verdict.COMPILE_ERROR, f"{type(exc).__name__}: {exc}")
                 continue
-            candidate = Candidate(
-                source, Backend.of_family(family.backend), f"family:{family.name}"
+            candidate = Candidate.of_render(
+                source, Backend.of_family(family.backend), family.name, point.params
             )
             with self._lock:
                 if candidate.id in self._seen:

@@ -24,10 +24,10 @@ from typing import Any
 import torch
 
 from harness import runtime, timing
-from harness.baselines import make as make_baselines
-from harness.cases import shrink
 from harness.compare import closeness, vendor_limit
 from harness.compiling import call_at_shapes, compile_only_launches, is_compile_error, is_cuda_fault
+from harness.judge.baselines import make as make_baselines
+from harness.judge.cases import shrink
 from harness.ops import resolve_op
 from harness.results import Backend, Candidate, Regime, Verdict
 from harness.screen import ScreenPoint, render, tail_shape

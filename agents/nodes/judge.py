@@ -113,7 +113,7 @@ def run_attempt(
     index = state.get("next_index", 0)
     best = state.get("best")
     seen = state.get("seen", {})
-    candidate = ctx.candidate(item["source"], item["family"], item["origin"])
+    candidate = ctx.candidate(item["source"], item["family"], item["origin"], item["params"])
     evaluation: Evaluation | None = None
     tiers: list[tuple[str, bool, float]] = []
     if item["error"]:
@@ -211,7 +211,9 @@ def _point_key(item: Pending) -> str:
 
 def _prefetch(ctx: RunContext, pending: list[Pending]) -> None:
     fresh = [
-        ctx.candidate(p["source"], p["family"], p["origin"]) for p in pending if not p["error"]
+        ctx.candidate(p["source"], p["family"], p["origin"], p["params"])
+        for p in pending
+        if not p["error"]
     ]
     fresh = [c for c in fresh if c.id not in ctx.prefetched]
     if fresh:

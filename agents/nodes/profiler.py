@@ -29,7 +29,7 @@ def profiler(
     update: dict[str, Any] = {"to_profile": None}
     fits = stopping.stop_reason(state, ctx, step_s=PROFILE_S) is None
     if best is not None and index == best["index"] and fits:
-        candidate = ctx.candidate(best["source"], best["family"], "best")
+        candidate = ctx.candidate(best["source"], best["family"], "best", best["params"])
         started = time.monotonic()
         timeout = stopping.step_timeout(state, ctx)
         try:

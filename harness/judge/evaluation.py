@@ -21,7 +21,6 @@ from a child only what the child's result message says, hashed and filed by itse
 from __future__ import annotations
 
 import base64
-import binascii
 import dataclasses
 import fcntl
 import os
@@ -35,12 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from harness import device as device_mod
-from harness import gpu_state, redact, sanitizer, static_scan, timing
-from harness.baselines import applicable
-from harness.cases import case_problems
+from harness import gpu_state, redact, timing
 from harness.compile_cache import trusted_dirs, trusted_env
 from harness.config import TIMING_PROTOCOL, EvalConfig
-from harness.judge import artifacts, trust
+from harness.judge import artifacts, recording, sanitizer, static_scan, trust
+from harness.judge.baselines import applicable
+from harness.judge.cases import case_problems
 from harness.ops import resolve_op
 from harness.results import (
     Backend,
@@ -157,9 +156,10 @@ def warm_up(problem: Problem, *, deadline_s: float | None = None) -> None:
 
 
 def _finish(ev: Evaluation, started: float) -> Evaluation:
-    # A cheat that is also wrong is reported as a cheat: that is what the agent must learn.
+    # A cheat that is also wrong (or that cannot even be judged) is reported as a cheat: that
+    # is what the agent must learn.
     rejects = [f for f in ev.findings if f.severity == "reject"]
-    if rejects and ev.verdict in (Verdict.PASSED, Verdict.INCORRECT):
+    if rejects and ev.verdict in (Verdict.PASSED, Verdict.INCORRECT, Verdict.COMPILE_ERROR):
         ev.verdict = Verdict.CHEAT
         why = "; ".join(f"{f.check}: {f.detail}" for f in rejects)
         ev.error = why + (f" (also: {ev.error})" if ev.error else "")
@@ -268,15 +268,10 @@ def _pipeline(
         "workdir": str(workdir),
     }
     if point is not None:
-        subject: dict[str, Any] = {
-            "kind": "render",
-            "source": candidate.source,
-            "point": point,
-            "render_problem": asked.to_dict(),
-        }
+        subject = _render_subject(candidate, point, asked)
         plans: list[dict] = []
     else:
-        plans = _recorded_plans(ev, candidate, problem, config, gpu, root)
+        plans = _recorded_plans(ev, candidate, problem, config, gpu)
         subject = {"kind": "plans", "plans": plans, "store": str(artifacts.store())}
     job = {
         **base_job,
@@ -299,88 +294,76 @@ def _pipeline(
         _sanitize(ev, subject, base_job, problem, config, gpu, workdir)
 
 
+def subject_for(
+    candidate: Candidate, problem: Problem, config: EvalConfig, *, gpu: bool
+) -> tuple[dict[str, Any] | None, str]:
+    """How the judge runs this candidate at `problem` alone (profile()): our render, or its
+    plans (recorded now when none are stored); (None, why) when it cannot be run."""
+    point = trust.trusted_point(candidate, problem, config.op_ref)
+    if point is not None:
+        return _render_subject(candidate, point, problem), ""
+    rec = recording.record(candidate, [problem.to_dict()], config, gpu)
+    if rec.plans is None:
+        why = rec.error["detail"] if rec.error else (rec.child.error if rec.child else "")
+        return None, why or rec.compile.log or "no plans"
+    return {"kind": "plans", "plans": rec.plans, "store": str(artifacts.store())}, ""
+
+
+def _render_subject(candidate: Candidate, point: dict, asked: Problem) -> dict[str, Any]:
+    return {
+        "kind": "render",
+        "source": candidate.source,
+        "point": point,
+        "render_problem": asked.to_dict(),
+    }
+
+
 def _recorded_plans(
     ev: Evaluation,
     candidate: Candidate,
     problem: Problem,
     config: EvalConfig,
     gpu: bool,
-    root: Path,
 ) -> list[dict]:
     """The candidate's plans at every shape the judge will use: from the store when recorded
     before (same source, shapes, device and versions), else recorded now in its sandbox."""
     op = resolve_op(problem.op, config.op_ref)
     shapes = [p.to_dict() for p in record_problems(op, problem, config, gpu)]
-    device = "cuda" if gpu else "cpu"
-    key = artifacts.plans_key(candidate.source, shapes, device)
-    store = artifacts.store()
-    cached = artifacts.load_plans(store, key)
-    if cached is not None:
-        ev.compile = CompileResult(ok=True, cached=True)
-        ev.checks["plans"] = {"key": key[:16], "cached": True, "shapes": len(shapes)}
-        return cached
-    workdir = root / "record"  # not made: an untrusted child writes only its own tmpfs
-    job = {
-        "source": candidate.source,
-        "problems": shapes,
-        "op_ref": config.op_ref,
-        "device": device,
-        "interpreter": not gpu,
-    }
-    wall = config.limits.wall_s + (
-        config.compile_wall_s if candidate.backend is Backend.CUDA else 0
+    wall = _within_deadline(
+        ev,
+        config,
+        "candidate_record",
+        config.limits.wall_s + (config.compile_wall_s if candidate.backend is Backend.CUDA else 0),
     )
-    res = _child(ev, "candidate_record", job, workdir, config, gpu, wall=wall, trusted=False)
-    plans = keep_recording(res.result, store, key)
-    ev.compile = _compile_result(res.result.get("compile", {}))
-    ev.checks["plans"] = {"key": key[:16], "cached": False, "shapes": len(shapes)}
+    rec = recording.record(candidate, shapes, config, gpu, wall_s=wall)
+    ev.checks["plans"] = {"key": rec.key[:16], "cached": rec.cached, "shapes": len(shapes)}
+    if rec.child is not None:
+        res = rec.child
+        ev.checks.setdefault("phase_wall_s", {})["candidate_record"] = round(res.wall_s, 3)
+        ev.stdout_tail = redact.output(res.output)
+        ev.isolation = res.isolation.to_dict()
+        if res.status is not ChildStatus.OK:
+            ev.verdict = _STATUS_VERDICT[res.status]
+            ev.error = f"candidate_record: {res.error}"
+            raise _Stop(ev)
+    ev.compile = rec.compile
     if not ev.compile.ok:
         ev.verdict = Verdict.COMPILE_ERROR
         ev.error = ev.compile.log[-2000:]
         raise _Stop(ev)
-    error = res.result.get("error")
-    if error or plans is None:
-        error = error or {"case": "", "kind": "contract", "detail": "the recording sent no plans"}
-        detail = str(error.get("detail", ""))[-1500:]
-        if error.get("kind") == "raised":
+    if rec.plans is None:
+        error = rec.error or {"case": "", "kind": "contract", "detail": "no plans"}
+        detail = error["detail"][-1500:]
+        if error["kind"] == "raised":
             ev.verdict = Verdict.INCORRECT
-            ev.error = f"run() failed at {error.get('case')}: {detail}"
+            ev.error = f"run() failed at {error['case']}: {detail}"
             ev.stages.append(StageResult("run", False, None, 0, ev.error[:500]))
         else:
             ev.verdict = Verdict.COMPILE_ERROR
             ev.compile = dataclasses.replace(ev.compile, ok=False, log=detail)
-            ev.error = f"the candidate cannot be judged as written ({error.get('case')}): {detail}"
+            ev.error = f"the candidate cannot be judged as written ({error['case']}): {detail}"
         raise _Stop(ev)
-    return plans
-
-
-def keep_recording(result: dict, store: Path, key: str) -> list[dict] | None:
-    """File a recording's blobs by their hash (computed here) and its plans under `key`; the
-    plans are decoded once to prove they are plans. None when the result holds none."""
-    from harness import plan as P
-
-    raw_plans = result.get("plans")
-    blobs = result.get("blobs")
-    if not isinstance(raw_plans, list) or not isinstance(blobs, dict):
-        return None
-    have: set[str] = set()
-    for sha, text in blobs.items():
-        try:
-            data = base64.b64decode(str(text), validate=True)
-        except (binascii.Error, ValueError):
-            return None
-        if artifacts.put(store, data) != sha:
-            return None  # a blob that is not what its name says: nothing of it is kept
-        have.add(sha)
-    try:
-        plans = [P.Plan.from_json(p) for p in raw_plans]
-    except P.PlanError:
-        return None
-    if any(not p.binaries() <= have for p in plans):
-        return None
-    encoded = [p.to_json() for p in plans]
-    artifacts.save_plans(store, key, encoded)
-    return encoded
+    return rec.plans
 
 
 def _judge_with_executor(
@@ -460,7 +443,9 @@ def _judge_with_executor(
         os.close(arena_fd)
         thread.join(timeout=30)
     if served:
-        ev.stdout_tail = redact.output(served[0].output, executor_dir)
+        # What the candidate's code printed: while recorded, then in the executor.
+        shown = redact.output(served[0].output, executor_dir)
+        ev.stdout_tail = f"{ev.stdout_tail}\n{shown}".strip() if ev.stdout_tail else shown
         ev.isolation = served[0].isolation.to_dict()
         ev.checks.setdefault("phase_wall_s", {})["candidate_serve"] = round(served[0].wall_s, 3)
         if served[0].status in (ChildStatus.TIMEOUT, ChildStatus.CRASH):

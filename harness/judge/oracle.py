@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from harness.cases import GUARD_ELEMENTS, Case, guard_pattern
 from harness.compare import closeness, exact_mismatches, max_abs_error, vendor_limit
+from harness.judge.cases import GUARD_ELEMENTS, Case, guard_pattern
 from kernels.problem import Op, Problem
 
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from harness import cases as cases_mod
 from harness.compiling import is_compile_error, is_cuda_fault
+from harness.judge import cases as cases_mod
 from harness.judge import oracle
 from harness.judge.subjects import CandidateFailure, Subject
 from harness.ops import VENDOR_ATEN_OPS, VENDOR_KERNEL_MARKERS, resolve_op
@@ -184,7 +184,8 @@ def _time(subject: Subject, op: Op, problem: Problem, job: dict) -> dict[str, An
     """Candidate and baselines interleaved (harness/timing.py); a few timed outputs kept."""
     import os
 
-    from harness import baselines, gpu_state, timing
+    from harness import gpu_state, timing
+    from harness.judge import baselines
     from harness.results import Regime
 
     device = job["device"]

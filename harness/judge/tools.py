@@ -12,9 +12,9 @@ from typing import Any
 import torch
 
 from harness.judge import oracle
+from harness.judge.sanitizer import shapes
 from harness.judge.session import GUARD, place
 from harness.ops import resolve_op
-from harness.sanitizer import shapes
 from kernels.problem import Problem
 
 

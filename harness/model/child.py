@@ -12,7 +12,6 @@ import contextlib
 import dataclasses
 import importlib.util
 import json
-import os
 import sys
 import time
 import traceback
@@ -88,7 +87,11 @@ def build(job: dict):
         total = torch.cuda.get_device_properties(0).total_memory
         torch.cuda.set_per_process_memory_fraction(min(1.0, job["gpu_memory_bytes"] / total))
     torch.manual_seed(int(job.get("seed", 0)))
-    module = _stage("import", _import, job["model_path"])
+    # The uploaded file travels in the job (the child sees no host folder of ours) and is
+    # written into its own scratch.
+    path = Path(job["workdir"]) / "model.py"
+    path.write_text(job["model_source"])
+    module = _stage("import", _import, str(path))
     init = _stage("get_init_inputs", lambda: list(module.get_init_inputs()))
     model = _stage("init", lambda: module.Model(*init))
     if not isinstance(model, torch.nn.Module):
@@ -165,6 +168,7 @@ def profile(job: dict) -> dict:
     records, counted, wall = _profiled(model, inputs, job, "trace.json")
     return {
         "ok": True,
+        "trace": _kept_trace(job, "trace.json"),
         "device": device,
         "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu",
         "torch": torch.__version__,
@@ -346,9 +350,19 @@ def _profiled(fn, inputs, job: dict, trace_name: str):
     trace_path = Path(job["workdir"]) / trace_name
     prof.export_chrome_trace(str(trace_path))
     records, counted = records_from_trace(json.loads(trace_path.read_text()))
-    if not job.get("keep_trace"):
-        os.unlink(trace_path)
     return records, counted, wall
+
+
+MAX_TRACE_BYTES = 32 * 2**20
+
+
+def _kept_trace(job: dict, name: str) -> str | None:
+    """The Chrome trace, when the caller keeps it: it travels back in the result (the parent
+    writes it where it wants it), capped; the file itself dies with the child's scratch."""
+    if not job.get("keep_trace"):
+        return None
+    text = (Path(job["workdir"]) / name).read_text()
+    return text if len(text) <= MAX_TRACE_BYTES else None
 
 
 # ---------------------------------------------------------------- end-to-end verification

@@ -150,7 +150,7 @@ def profile_model(
         job,
         device=device,
         limits=limits,
-        keep={"trace.json": trace_to} if trace_to else None,
+        trace_to=trace_to,
     )
     if not outcome.ok:
         return ModelProfile(

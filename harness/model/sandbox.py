@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import shutil
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.config import Limits
-from harness.sandbox import ChildStatus, run_child, scratch
+from harness.sandbox import ChildStatus, run_child
 
 # pids: Inductor's compile workers and their threads count against the cgroup's pids.max.
 MODEL_LIMITS = Limits(
@@ -78,32 +77,26 @@ def run_model_phase(
     *,
     device: str,
     limits: Limits = MODEL_LIMITS,
-    keep: dict[str, str] | None = None,
+    trace_to: str | None = None,
 ) -> PhaseOutcome:
-    """Write the model to a fresh scratch folder and run `phase` on it in the sandbox.
+    """Run `phase` on the uploaded model in the sandbox.
 
-    keep: {file name in the scratch folder: where to copy it} after the child exits (traces).
+    trace_to: where to write the Chrome trace the child sends back (model_profile).
+    The child runs as an untrusted phase (harness.phases.is_untrusted): an unprivileged uid, a
+    view without our files, its scratch a private tmpfs; the model travels in the job.
     """
-    workdir = scratch.make("model")
-    try:
-        model_path = Path(workdir) / "model.py"
-        model_path.write_text(source)
-        job = {
-            **job,
-            "model_path": str(model_path),
-            "workdir": workdir,
-            "device": device,
-            "gpu_memory_bytes": limits.memory_bytes,
-        }
-        child = run_child(
-            phase, job, workdir, limits=limits, cuda=device == "cuda", env_extra=child_env(device)
-        )
-        for name, dest in (keep or {}).items():
-            src = Path(workdir) / name
-            if src.exists():
-                shutil.copyfile(src, dest)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    job = {
+        **job,
+        "model_source": source,
+        "device": device,
+        "gpu_memory_bytes": limits.memory_bytes,
+    }
+    child = run_child(
+        phase, job, "", limits=limits, cuda=device == "cuda", env_extra=child_env(device)
+    )
+    trace = child.result.pop("trace", None) if isinstance(child.result, dict) else None
+    if trace_to and isinstance(trace, str):
+        Path(trace_to).write_text(trace)
     return outcome_of(child, limits)
 
 

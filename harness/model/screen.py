@@ -11,8 +11,6 @@ model finally runs is decided by the end-to-end check, which times the model eve
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,19 +87,9 @@ def screen_problems(
         "seed": seed,
         "problems": [{"problem": p.to_dict(), "points": points(p, limit)} for p in problems],
     }
-    workdir = tempfile.mkdtemp(prefix="kf-screen-")
-    try:
-        job["workdir"] = workdir
-        child = run_child(
-            "model_screen",
-            job,
-            workdir,
-            limits=limits,
-            cuda=device == "cuda",
-            env_extra=child_env(device),
-        )
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    child = run_child(
+        "model_screen", job, "", limits=limits, cuda=device == "cuda", env_extra=child_env(device)
+    )
     if child.status is not ChildStatus.OK or not child.result.get("ok"):
         why = child.error or child.result.get("error", "") or child.output[-1500:]
         return [Screened(p.key, p.to_dict(), error=f"screening failed: {why}") for p in problems]

@@ -192,6 +192,9 @@ def _run(phase, job, workdir, *, limits, wall_s, cuda, isolate_net, isolate_fs, 
     if payload is None:
         if why:
             return _result(child, ChildStatus.FORGED, wall_used, spare, error=why)
+        if message and untrusted:
+            error = "its result message is not well formed (did its code write into it?)"
+            return _result(child, ChildStatus.CRASH, wall_used, spare, error=error)
         if spare:
             # A spare can die between saying "ready" and its claim (killed from outside; H200,
             # 2026-11-22): that must not read as the job's crash. The phase runs once more in

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,12 @@ def source(name: str, **replace: object) -> str:
     for key, value in replace.items():
         text = text.replace(f"{key} = 0", f"{key} = {value!r}", 1)
     return text
+
+
+def fresh(name: str, **replace: object) -> str:
+    """The fixture's source made unique: its recording is not in the artifact store, so it
+    runs (and prints) in its sandbox now rather than being replayed from an earlier run."""
+    return source(name, **replace) + f"\n# run {uuid.uuid4().hex}\n"
 
 
 def run_fixture(name: str, problem=None, *, source_text: str | None = None, **config):

@@ -1,7 +1,12 @@
-"""Each planted exploit (harness/tests/exploits/) is caught; honest candidates pass.
+"""Each planted exploit (harness/tests/exploits/) is caught or made harmless; honest
+candidates pass.
 
-These run on the CPU under Triton's interpreter; harness/tests/test_gpu.py repeats the ones
-that need a GPU (side streams, illegal addresses, timed replay on real buffers).
+An untrusted candidate's run() only ever runs in its sandbox, recorded as a plan; the judge
+checks and times the plan with its own code. So the tricks that lived in the candidate's own
+process (patching timers or the baseline, a background thread, a lazy tensor, a cache keyed
+by address, writing into the result pipe) either change nothing the judge sees or leave a
+plan that cannot pass. These run on the CPU under Triton's interpreter; test_gpu.py repeats
+the ones that need a GPU.
 """
 
 from __future__ import annotations
@@ -27,52 +32,75 @@ def test_it_passes_an_honest_triton_kernel_on_every_stage():
         assert stage in names
     assert all(s.passed for s in ev.stages)
     assert not [f for f in ev.findings if f.severity == "reject"]
+    assert ev.checks["trusted_render"] is False  # an LLM-style source: recorded, replayed
+    assert ev.kernels == ["_matmul"]
 
 
-def test_it_rejects_a_background_thread():
+def test_a_background_thread_leaves_a_plan_that_does_nothing():
+    # The thread does its work after run() returned: nothing was recorded in the call.
     ev = run_fixture("exploit_thread")
-    assert ev.verdict is Verdict.CHEAT
-    assert "thread" in checks(ev)  # runtime check, not only the static one
+    assert ev.verdict is Verdict.CHEAT, ev.error
     assert "static:thread" in checks(ev)
+    assert "launched nothing the judge can replay" in ev.error
 
 
-def test_it_rejects_a_lazy_tensor_subclass():
+def test_a_lazy_tensor_returned_instead_of_filling_out_is_refused():
     ev = run_fixture("exploit_lazy_subclass")
-    assert ev.verdict is Verdict.CHEAT
-    assert "lazy_output" in checks(ev)
-    assert "output_poison" in failed_stages(ev)  # and `out` was never written
+    assert ev.verdict is Verdict.CHEAT, ev.error
+    assert "static:lazy_output" in checks(ev)
+    # ... and past the static scan, the recording refuses it anyway.
+    assert "returned a LazyMatmul" in ev.error and "fill `out`" in ev.error
 
 
-def test_it_catches_a_result_replayed_from_an_address_keyed_cache():
+# The timer patch of exploit_monkeypatch_timer, spelled so the static scan does not see it.
+HIDDEN_TIMER_PATCH = """
+import time
+import torch
+
+_set = setattr
+_set(getattr(torch.cuda, "Ev" + "ent"), "elapsed_" + "time", lambda self, end: 0.001)
+_set(time, "perf_" + "counter", lambda: 0.0)
+
+
+def run(a, b, *, out):
+    torch.matmul(a, b, out=out)
+"""
+
+
+def test_a_result_cached_by_input_address_cannot_be_replayed():
+    # The plan is fixed per shape: the judge runs its GEMM on every call's own inputs, so a
+    # cache keyed by address has nothing to serve, and the timed outputs are right.
     ev = run_fixture("exploit_cached_result", time_candidate=True)
-    assert ev.verdict is Verdict.INCORRECT
-    failed = failed_stages(ev)
-    # Usually the re-check after timing catches it. When the allocator hands a correctness
-    # case an address the cache has seen (it varies run to run), an earlier stage gets the
-    # replayed result first and the candidate never reaches timing: caught either way.
-    assert failed, ev.stages
-    if "recheck_after_timing" in failed:
-        recheck = next(s for s in ev.stages if s.name == "recheck_after_timing")
-        assert recheck.cases >= 2
+    assert ev.verdict is Verdict.PASSED, ev.error
+    recheck = next(s for s in ev.stages if s.name == "recheck_after_timing")
+    assert recheck.passed and recheck.cases >= 2
+    assert "aten::mm" in ev.kernels
 
 
 def test_it_gives_a_reference_reader_nothing_to_read():
     ev = run_fixture("exploit_read_reference")
-    assert ev.verdict is Verdict.INCORRECT
-    assert "smoke" in failed_stages(ev)
+    assert ev.verdict is not Verdict.PASSED
+    assert ev.verdict in (Verdict.INCORRECT, Verdict.COMPILE_ERROR), ev.error
 
 
-def test_it_rejects_timer_monkeypatching_at_import():
-    ev = run_fixture("exploit_monkeypatch_timer")
-    assert ev.verdict is Verdict.CHEAT
-    detail = " ".join(f.detail for f in ev.findings if f.check == "monkeypatch")
-    assert "elapsed_time" in detail and "perf_counter" in detail
+def test_patching_timers_at_import_changes_nothing_the_judge_measures():
+    assert run_fixture("exploit_monkeypatch_timer").verdict is Verdict.CHEAT  # static scan
+    ev = run_fixture("x", source_text=HIDDEN_TIMER_PATCH, time_candidate=True)
+    assert ev.verdict is Verdict.PASSED, ev.error
+    # The candidate's process patched its own time.perf_counter; the judge's clock is in
+    # another process: the candidate's time is real (its GEMM through the executor, round
+    # trip included), not the 0 the patch returns.
+    assert ev.timings.candidate.median_us > 10.0
+    assert ev.timings.speedups["torch"] < 1.5
 
 
-def test_it_rejects_slowing_the_baseline_by_patching_torch():
-    ev = run_fixture("exploit_slow_baseline")
-    assert ev.verdict is Verdict.CHEAT
-    assert any("torch.matmul" in f.detail for f in ev.findings if f.check == "monkeypatch")
+def test_patching_torch_matmul_cannot_slow_the_baseline():
+    ev = run_fixture("exploit_slow_baseline", time_candidate=True)
+    assert ev.verdict is Verdict.PASSED, ev.error
+    # The patch would add 1 ms to every baseline call in the candidate's process: the
+    # baseline here runs in the judge's, untouched, so the candidate is no faster than it.
+    assert ev.timings.baselines["torch"].median_us < 1000.0
+    assert ev.timings.speedups["torch"] < 1.5
 
 
 def test_it_rejects_lowered_precision():
@@ -107,7 +135,9 @@ def test_it_catches_writes_into_the_guard_bands():
     assert "guard_bands" in failed_stages(ev)
 
 
-def test_it_rejects_a_forged_result_message():
+def test_a_message_written_into_the_result_pipe_is_only_bad_data():
+    # The recording child has no key to sign with and its result is data the parent checks:
+    # a fake "ok" can only make the recording unusable, never a verdict.
     ev = run_fixture("exploit_forge_result")
-    assert ev.verdict is Verdict.CHEAT
-    assert "result_forged" in checks(ev)
+    assert ev.verdict in (Verdict.CRASH, Verdict.COMPILE_ERROR), ev.error
+    assert ev.timings is None and not ev.stages

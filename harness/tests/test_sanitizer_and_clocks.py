@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness import Verdict, gpu_state, sanitizer
+from harness import Verdict, gpu_state
 from harness.device import gpu_visible
+from harness.judge import sanitizer
 from harness.tests.conftest import checks, needs_namespaces, run_fixture
 
 MEMCHECK_LOG = """\

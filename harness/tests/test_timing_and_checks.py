@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import static_scan, timing
+from harness import timing
 from harness.compare import closeness, exact_mismatches
 from harness.cuda_ext import parse_res_usage
+from harness.judge import static_scan
 from harness.results import Regime
 from kernels.problem import Tolerance
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import random
 
-from harness import wins
+from harness.judge import wins
 from harness.results import Regime, Timings, TimingStats
 
 

@@ -184,7 +184,7 @@ def finish_with_final(worker, index: int, evaluation: dict) -> None:
     """The run ends as workers/reporting.py reports it: its best, re-evaluated in full, with the
     harness's call on that evaluation (agents.optimize builds the event the same way)."""
     from agents.reporting import IterationEvent
-    from harness import wins
+    from harness.judge import wins
 
     best = IterationEvent(index=index, parent=None, hypothesis="", source="", candidate_id="",
                           verdict=AttemptVerdict.KEPT, reason="", evaluation=evaluation,
