@@ -117,8 +117,11 @@ ATEN_STEPS = frozenset(
         "amax.default",
         "cat.default",
         "mm.default",
+        "mm.out",
         "addmm.default",
+        "addmm.out",
         "bmm.default",
+        "bmm.out",
         "baddbmm.default",
     }
 )

@@ -68,7 +68,6 @@ _METADATA = {
 # Operations that write their first argument (or `out=`) and return it: not computed here.
 _IN_PLACE = {"copy_.default", "fill_.Scalar", "zero_.default"}
 _OUT_VARIANTS = {"mm.out", "addmm.out", "bmm.out"}
-ATEN_RECORDED = P.ATEN_STEPS | _OUT_VARIANTS
 
 MAX_PRESET_BYTES = P.MAX_PRESET_BYTES
 
@@ -399,7 +398,7 @@ class Recorder:
             return func(*args, **kwargs)
         if name in _EMPTY or name in _FILLED or name in _FULL:
             return self._allocate(func, name, args, kwargs)
-        if name not in ATEN_RECORDED:
+        if name not in P.ATEN_STEPS:
             raise RecordError(
                 f"run() calls torch operation {name}, which the judge does not replay: run() "
                 "may launch Triton or CudaKernel kernels and allocate, view, copy or fill "
@@ -407,8 +406,6 @@ class Recorder:
                 "may not read values back or compute on the CPU"
             )
         op = name
-        if name in _OUT_VARIANTS:  # mm.out(a, b, out=o) -> mm.default into o: copy_ after
-            return self._out_variant(func, name, args, kwargs)
         results = self._results(func, name, args, kwargs)
         temps: list[int | None] = []
         for r in _tensors(results):
@@ -447,26 +444,6 @@ class Recorder:
             self._step(P.AtenCall("fill_.Scalar", (self.view(t), value), (), (None,)))
         return t
 
-    def _out_variant(self, func, name: str, args: tuple, kwargs: dict) -> torch.Tensor:
-        out = kwargs.get("out")
-        if not isinstance(out, torch.Tensor):
-            raise RecordError(f"{name} without a tensor `out`")
-        base = name.replace(".out", ".default")
-        plain = getattr(torch.ops.aten, base.split(".")[0]).default
-        rest = {k: v for k, v in kwargs.items() if k != "out"}
-        result = self._results(plain, base, args, rest)
-        temp = self._temp(result)
-        self._step(
-            P.AtenCall(
-                base,
-                tuple(self.arg(a) for a in args),
-                tuple((k, self.arg(v)) for k, v in rest.items()),
-                (temp,),
-            )
-        )
-        self._step(P.AtenCall("copy_.default", (self.view(out), self.view(result)), (), (None,)))
-        return out
-
     def _results(self, func, name: str, args: tuple, kwargs: dict) -> Any:
         """The op's result tensors, allocated from their meta shapes and left unfilled; an
         in-place op returns its first argument (nothing computed)."""
@@ -474,6 +451,10 @@ class Recorder:
             self.view(t)  # device, dtype and plain-tensor checks before anything else
         if name in _IN_PLACE or name.split(".")[0].endswith("_"):
             return args[0]
+        if name in _OUT_VARIANTS:  # written into `out=`, as the replay will do
+            if not isinstance(kwargs.get("out"), torch.Tensor):
+                raise RecordError(f"{name} without a tensor `out`")
+            return kwargs["out"]
         meta = func(*_to_meta(args), **_to_meta(kwargs))
         return _materialize(meta, _device(self.device))
 
