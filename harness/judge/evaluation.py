@@ -446,7 +446,7 @@ def _judge_with_executor(
         # What the candidate's code printed: while recorded, then in the executor.
         shown = redact.output(served[0].output, executor_dir)
         ev.stdout_tail = f"{ev.stdout_tail}\n{shown}".strip() if ev.stdout_tail else shown
-        ev.isolation = served[0].isolation.to_dict()
+        ev.isolation = ev.isolation or served[0].isolation.to_dict()  # the recording's first
         ev.checks.setdefault("phase_wall_s", {})["candidate_serve"] = round(served[0].wall_s, 3)
         if served[0].status in (ChildStatus.TIMEOUT, ChildStatus.CRASH):
             error = res.result.get("error") or {}

@@ -68,6 +68,7 @@ def record(
         cuda=gpu,
         isolate_net=config.network_isolation,
         env_extra={} if gpu else {"TRITON_INTERPRET": "1"},
+        prestart=True,  # the next recording (the agent makes many) starts warm
     )
     out = Recorded(key, child=child)
     if child.status is not ChildStatus.OK:

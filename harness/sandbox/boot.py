@@ -256,16 +256,17 @@ def main() -> None:
         if not data:
             os._exit(0)
         claim = claim_from(json.loads(data))
-        # The job's own environment (HOME, TMPDIR, caches: all under its workdir) replaces the
-        # spare's placeholder one before any job code runs.
-        os.environ.clear()
-        os.environ.update(claim.env)
-        if "tempfile" in sys.modules:  # already loaded: only its cached folder is reset
-            import tempfile  # noqa: PLC0415
-
-            tempfile.tempdir = None
     elif claim is None:
         claim = claim_from(json.loads(stdin.rest()))
+    # The job's own environment (HOME, TMPDIR, caches: all under its workdir) replaces
+    # whatever the process started with (a spare's placeholder, bwrap's PWD) before any job
+    # code runs.
+    os.environ.clear()
+    os.environ.update(claim.env)
+    if "tempfile" in sys.modules:  # already loaded: only its cached folder is reset
+        import tempfile  # noqa: PLC0415
+
+        tempfile.tempdir = None
     # Nothing more is read from the parent: stdin becomes /dev/null, not a closed fd 0, which the
     # next file opened would take (nvcc's host compiler then wrote its output into a closed or
     # wrong descriptor: "when writing output to : Bad file descriptor").

@@ -207,7 +207,8 @@ def _run(phase, job, workdir, *, limits, wall_s, cuda, isolate_net, isolate_fs, 
         code = child.proc.returncode
         if oom_killed:
             code = child.proc.returncode = -signal.SIGKILL
-        sig = -code if code and code < 0 else None
+        # bubblewrap reports a child killed by a signal as 128 + the signal.
+        sig = -code if code and code < 0 else (code - 128 if code and 128 < code < 160 else None)
         what = f"killed by signal {signal.Signals(sig).name}" if sig else f"exit {code}"
         what += " (out of memory)" if oom_killed else ""
         return _result(

@@ -189,8 +189,28 @@ def argv(bwrap: str, view: View) -> list[str]:
         args += ["--bind" if writable else "--ro-bind", path, path]
         made.add(path)
         bound.add(path)
+    # A host socket inside a bound folder (a server's, left in a checkout or a venv) would be
+    # reachable through the bind: each one is covered by /dev/null, so connect() fails.
+    for sock in host_sockets():
+        if _under_any(sock, bound) or sock in bound:
+            args += ["--ro-bind", "/dev/null", sock]
     args += ["--chdir", view.chdir]
     return args
+
+
+def host_sockets() -> tuple[str, ...]:
+    """Pathname unix sockets bound on this host (this network namespace); read per child:
+    sockets come and go."""
+    try:
+        lines = Path("/proc/net/unix").read_text().splitlines()[1:]
+    except OSError:
+        return ()
+    found = []
+    for line in lines:
+        fields = line.split(None, 7)
+        if len(fields) == 8 and fields[7].startswith("/") and os.path.exists(fields[7]):
+            found.append(os.path.realpath(fields[7]))
+    return tuple(dict.fromkeys(found))
 
 
 def _under_any(path: str, folders: set[str]) -> bool:

@@ -1,5 +1,7 @@
 """Warm spares: a child started ahead of time serves the next phase of the same configuration,
-gets its job (and Landlock, key, workdir) only when claimed, and never outlives its use."""
+gets its job (and its uid, Landlock, key, workdir) only when claimed, and never outlives its
+use. A trusted spare's view binds the harness's scratch root, so it serves any workdir there
+(scratch.make); an untrusted one has no host folder at all."""
 
 from __future__ import annotations
 
@@ -7,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -16,8 +17,8 @@ import pytest
 import harness
 from harness import Verdict
 from harness.config import Limits
-from harness.sandbox import REPO_ROOT, ChildStatus, run_child, spares
-from harness.tests.conftest import alive, needs_namespaces, run_fixture
+from harness.sandbox import REPO_ROOT, ChildStatus, run_child, scratch, spares
+from harness.tests.conftest import alive, fresh, run_fixture
 
 
 @pytest.fixture(autouse=True)
@@ -26,6 +27,19 @@ def spares_on(monkeypatch):
     spares.pool.shutdown()
     yield
     spares.pool.shutdown()
+
+
+class _workdir:
+    """A workdir under the harness's scratch root, as every evaluation's is."""
+
+    def __enter__(self) -> str:
+        self.path = scratch.make("test")
+        return self.path
+
+    def __exit__(self, *exc) -> None:
+        import shutil
+
+        shutil.rmtree(self.path, ignore_errors=True)
 
 
 def _env_run(workdir: str, **kwargs):
@@ -38,7 +52,7 @@ def _the_spare() -> int:
 
 
 def test_it_runs_the_next_phase_in_a_spare_started_before_it_was_asked_for():
-    with tempfile.TemporaryDirectory() as first, tempfile.TemporaryDirectory() as second:
+    with _workdir() as first, _workdir() as second:
         fresh = _env_run(first, prestart=True)
         assert fresh.status is ChildStatus.OK, fresh.error
         assert not fresh.spare and fresh.isolation.prestarted is False
@@ -61,25 +75,27 @@ def test_a_claimed_spare_still_cannot_write_outside_its_workdir():
     markers = [Path(harness.__file__).parent / "kf_pwned_marker", Path("/tmp/kf_pwned_marker")]
     for m in markers:
         m.unlink(missing_ok=True)
-    ev = run_fixture("exploit_write_outside")
-    assert ev.isolation.get("prestarted") is True, ev.isolation  # candidate_cases was a spare
+    run_fixture("x", source_text=fresh("honest_triton_matmul"))  # leaves an untrusted spare
+    ev = run_fixture("x", source_text=fresh("exploit_write_outside"))
+    assert ev.isolation.get("prestarted") is True, ev.isolation  # its recording was a spare
     assert ev.verdict is not Verdict.PASSED
-    # Landlock refuses (EACCES), and under it the mount view is read-only (EROFS).
+    # Landlock refuses (EACCES), and under it the view is read-only (EROFS).
     assert any(w in ev.error for w in ("Permission denied", "PermissionError", "Read-only"))
-    assert not any(m.exists() for m in markers)
+    assert not any(m.exists() for m in markers)  # /tmp's is its own tmpfs: not the host's
     assert ev.isolation["filesystem"].startswith("landlock")
-    assert set(ev.checks["phase_wall_s"]) == {"oracle_prepare", "candidate_cases", "oracle_check"}
+    assert set(ev.checks["phase_wall_s"]) == {"candidate_record"}
 
 
 def test_a_spare_holds_no_secrets_before_or_after_its_claim(secret_env):
-    with tempfile.TemporaryDirectory() as workdir:
+    with _workdir() as workdir:
         _env_run(workdir, prestart=True)
         pid = _the_spare()
         environ = Path(f"/proc/{pid}/environ").read_bytes()
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     for value in secret_env.values():
         assert value.encode() not in environ and value.encode() not in cmdline
-    ev = run_fixture("exploit_env_secrets")
+    run_fixture("x", source_text=fresh("honest_triton_matmul"))  # leaves an untrusted spare
+    ev = run_fixture("x", source_text=fresh("exploit_env_secrets"))
     assert ev.verdict is Verdict.PASSED, ev.error
     assert ev.isolation.get("prestarted") is True, ev.isolation
     assert "ENV NAMES" in ev.stdout_tail and "LEAK" not in ev.stdout_tail
@@ -88,7 +104,7 @@ def test_a_spare_holds_no_secrets_before_or_after_its_claim(secret_env):
 
 
 def test_a_dead_spare_falls_back_to_a_fresh_child():
-    with tempfile.TemporaryDirectory() as workdir:
+    with _workdir() as workdir:
         _env_run(workdir, prestart=True)
         pid = _the_spare()
         os.kill(pid, signal.SIGKILL)
@@ -103,7 +119,7 @@ def test_a_spare_with_a_thread_landlock_would_miss_is_not_used():
     # OpenBLAS with 2 threads starts a worker when torch imports numpy: Landlock, applied at
     # the claim, would not restrict that thread, so the spare must refuse to serve.
     extra = {"OPENBLAS_NUM_THREADS": "2"}
-    with tempfile.TemporaryDirectory() as workdir:
+    with _workdir() as workdir:
         _env_run(workdir, prestart=True, env_extra=extra)
         pid = _the_spare()
         res = _env_run(workdir, env_extra=extra)
@@ -113,7 +129,7 @@ def test_a_spare_with_a_thread_landlock_would_miss_is_not_used():
 
 
 def test_a_spare_of_another_configuration_is_not_used():
-    with tempfile.TemporaryDirectory() as workdir:
+    with _workdir() as workdir:
         _env_run(workdir, prestart=True)
         pid = _the_spare()
         res = run_child("selftest_env", {}, workdir, limits=Limits(max_pids=100), cuda=False)
@@ -131,7 +147,7 @@ def test_a_spare_of_another_configuration_is_not_used():
 
 def test_it_keeps_at_most_the_configured_number_of_spares(monkeypatch):
     monkeypatch.setenv("KF_SANDBOX_SPARES", "2")
-    with tempfile.TemporaryDirectory() as workdir:
+    with _workdir() as workdir:
         _env_run(workdir, prestart=True)
         first = spares.pool.pids()
         assert len(first) == 2
@@ -143,14 +159,14 @@ def test_it_keeps_at_most_the_configured_number_of_spares(monkeypatch):
 
 def test_it_starts_no_spare_when_switched_off(monkeypatch):
     monkeypatch.setenv("KF_SANDBOX_SPARES", "0")
-    with tempfile.TemporaryDirectory() as workdir:
+    with _workdir() as workdir:
         res = _env_run(workdir, prestart=True)
     assert res.status is ChildStatus.OK and not res.spare
     assert spares.pool.pids() == []
 
 
 def test_no_spare_outlives_shutdown_or_its_idle_time(monkeypatch):
-    with tempfile.TemporaryDirectory() as workdir:
+    with _workdir() as workdir:
         _env_run(workdir, prestart=True)
         pid = _the_spare()
         spares.pool.shutdown()
@@ -195,7 +211,7 @@ def _probe():
     pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
     print("PROBE me", me, "sees", sorted(pids))
     for pid in pids:
-        if pid == me:
+        if pid in (me, 1):  # itself, and bubblewrap's init of its own sandbox
             continue
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -212,12 +228,13 @@ def run(a, b, *, out):
 """
 
 
-@needs_namespaces
 def test_the_candidate_cannot_see_the_spare_waiting_for_the_next_phase():
-    # While candidate_cases runs, the (trusted) oracle_check's spare already waits; in its own
-    # PID namespace the candidate sees only itself, so it cannot read, trace or signal it.
-    ev = run_fixture("x", source_text=_PROBE_SPARES)
+    # While candidate_record runs, a spare for the next phase already waits; in its own PID
+    # namespace the candidate sees only itself (and bubblewrap's init), so it cannot read,
+    # trace or signal it.
+    ev = run_fixture("x", source_text=_PROBE_SPARES + f"# {os.getpid()} {time.time()}\n")
     assert ev.isolation["pid"] == "pidns", ev.isolation
     assert ev.verdict is Verdict.PASSED, ev.error
-    assert "PROBE me 1 sees [1]" in ev.stdout_tail, ev.stdout_tail
+    line = next(x for x in ev.stdout_tail.splitlines() if x.startswith("PROBE me"))
+    assert len(line.split("sees")[1].strip(" []").split(",")) <= 2, line
     assert "SPARE SEEN" not in ev.stdout_tail
