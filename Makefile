@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: up test lint format system-deps install
+.PHONY: up test lint format system-deps sandbox-deps install
 
 install: $(STAMP)
 
@@ -19,8 +19,14 @@ $(STAMP): requirements.txt requirements-dev.txt
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .  # the kforge command
 	touch $(STAMP)
 
+# Debian's bubblewrap: every untrusted child (candidates, uploaded models) runs inside it.
+sandbox-deps:
+	@command -v bwrap >/dev/null 2>&1 || [ -n "$$KF_BWRAP" ] || { \
+		echo "installing: bubblewrap (the sandbox for untrusted code)"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq bubblewrap; }
+
 # Debian's chromium for the browser test, and a compose CLI to validate docker/compose.yml.
-system-deps:
+system-deps: sandbox-deps
 	@missing=""; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
 	docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
@@ -29,7 +35,7 @@ system-deps:
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 
-up: $(STAMP)
+up: $(STAMP) sandbox-deps
 	$(BIN)/python manage.py up
 
 test: lint system-deps

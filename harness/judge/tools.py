@@ -28,7 +28,8 @@ def _run(subject, op, problem: Problem, seed: int, calls: int, prepare: bool = T
         out.fill_(float("nan"))
         subject.bind(problem, inputs, out, prepare=prepare and i == 0)
         subject.call()
-        torch.cuda.synchronize()
+        if subject.device == "cuda":
+            torch.cuda.synchronize()
 
 
 def judge_sanitize(job: dict) -> dict[str, Any]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness import Verdict, gpu_state
 from harness.device import gpu_visible
 from harness.judge import sanitizer
-from harness.tests.conftest import checks, needs_namespaces, run_fixture
+from harness.tests.conftest import checks, run_fixture
 
 MEMCHECK_LOG = """\
 ========= COMPUTE-SANITIZER
@@ -112,23 +114,30 @@ def _sanitize_job(tmp_path):
     import secrets
 
     import kernels
-    from harness.tests.conftest import source
+    from harness.sandbox import scratch
 
     problem = kernels.parse_problem("matmul", "64x48x32", "fp16", "NN")
-    workdir = tmp_path / "sandbox"
-    workdir.mkdir()
+    family = next(f for f in kernels.get_op("matmul").families() if f.name == "matmul_tiled")
+    params = family.default(problem)
+    workdir = Path(scratch.make("test"))
+    # The judge under the tool, running a render of our own (on the CPU: the interpreter).
+    subject = {
+        "kind": "render",
+        "source": family.render(problem, params),
+        "point": {"family": family.name, "params": params},
+        "render_problem": problem.to_dict(),
+    }
     return {
         "problem": problem.to_dict(),
         "op_ref": "",
         "device": "cpu",
         "interpreter": True,
         "workdir": str(workdir),
-        "source": source("honest_triton_matmul"),
+        "subject": subject,
         "seed": secrets.randbits(40),
     }, workdir
 
 
-@needs_namespaces
 def test_it_wraps_the_tool_in_the_childs_namespaces_and_reads_its_log(tmp_path, monkeypatch):
     import os
 
@@ -143,6 +152,7 @@ def test_it_wraps_the_tool_in_the_childs_namespaces_and_reads_its_log(tmp_path, 
     clean = sanitizer.run("memcheck", job, str(workdir), limits=Limits(), wall_s=120, env_extra=env)
     assert clean.ran and clean.errors == 0, clean
     assert clean.isolation == "namespaces+netns+landlock", clean
+    assert clean.note == "", clean.note
     dirty = sanitizer.run(
         "memcheck",
         job,
