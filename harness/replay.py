@@ -166,7 +166,7 @@ class Bound:
         """The view as a tensor over the buffer's storage; it must fit the buffer."""
         buf = self._buffer(view)
         dtype = getattr(torch, view.dtype)
-        itemsize = torch.empty((), dtype=dtype).element_size()
+        itemsize = dtype.itemsize
         lo, hi = view.span_bytes(itemsize)
         if lo < buf.lo or hi > buf.hi:
             raise P.PlanError(

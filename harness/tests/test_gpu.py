@@ -25,7 +25,7 @@ from harness import (
     evaluate,
     profile,
 )
-from harness.tests.conftest import checks, run_fixture, source
+from harness.tests.conftest import checks, fresh, run_fixture, source
 
 pytestmark = pytest.mark.gpu
 BIG = ("matmul", "4096x4096x4096")
@@ -71,8 +71,12 @@ def test_it_measures_device_ceilings_once_and_caches_them():
     _record("device_ceilings", info.__dict__)
 
 
-def test_it_reads_torch_matmul_against_itself_as_one_within_noise():
-    problem = kernels.parse_problem(*BIG, "bf16", "NN")
+@pytest.mark.parametrize("shape", ["4096x4096x4096", "2048x2048x2560"])
+def test_it_reads_torch_matmul_against_itself_as_one_within_noise(shape):
+    """The timing protocol's fidelity through the trust boundary: torch.matmul as an untrusted
+    candidate (recorded in its sandbox, its mm replayed by the judge) against torch.matmul.
+    4096^3 bf16 (~180 us) and a ~30 us problem."""
+    problem = kernels.parse_problem("matmul", shape, "bf16", "NN")
     ev = run_fixture(
         "honest_torch_matmul",
         problem,
@@ -80,29 +84,55 @@ def test_it_reads_torch_matmul_against_itself_as_one_within_noise():
         baselines=("torch", "cublaslt"),
         max_samples=300,
     )
-    _record("matmul_vs_itself_4096_bf16", _timing_summary(ev))
+    _record(f"matmul_vs_itself_{shape}_bf16", _timing_summary(ev))
     assert ev.verdict is Verdict.PASSED, ev.error
     s, noise = ev.timings.speedups["torch"], ev.timings.noise
-    assert abs(s - 1.0) <= max(noise, 0.02), (s, noise)
+    assert abs(s - 1.0) <= max(noise, 0.01), (s, noise)
     assert ev.timings.candidate.samples >= 100
     assert "cublaslt" in ev.timings.baselines, ev.checks.get("baseline_errors")
     assert 20 < ev.pct_of_roof < 110 and not ev.implausible
 
 
-def test_it_catches_a_side_stream_gemm():
+def test_a_render_and_its_untrusted_copy_time_the_same():
+    """Our render runs in the judge's process; the same source, unclaimed, is recorded in its
+    sandbox and its cubin launched by the judge: the two must read the same."""
+    problem = kernels.parse_problem(*BIG, "bf16", "NN")
+    family = next(
+        f for f in kernels.get_op("matmul").families() if f.name == "matmul_persistent_tma"
+    )
+    params = family.default(problem)
+    src = family.render(problem, params)
+    cfg = EvalConfig(quick=True, max_samples=300, target_rel_err=0.005)
+    trusted = evaluate(
+        Candidate.of_render(src, Backend.TRITON, family.name, params), problem, config=cfg
+    )
+    untrusted = evaluate(Candidate(src + "\n# unclaimed copy\n"), problem, config=cfg)
+    _record(
+        "render_vs_replay_4096_bf16",
+        {"trusted": _timing_summary(trusted), "replayed": _timing_summary(untrusted)},
+    )
+    assert trusted.verdict is Verdict.PASSED and untrusted.verdict is Verdict.PASSED
+    assert trusted.checks["trusted_render"] and not untrusted.checks["trusted_render"]
+    a, b = trusted.timings.speedups["torch"], untrusted.timings.speedups["torch"]
+    assert abs(a / b - 1.0) <= 0.03, (a, b)
+
+
+def test_it_times_a_side_stream_candidate_honestly():
+    # Its launch is replayed on the judge's timed stream: nothing hides on a side stream.
     problem = kernels.parse_problem(*BIG, "bf16", "NN")
     ev = run_fixture("exploit_side_stream", problem)
-    _record("exploit_side_stream_4096_fp16", _timing_summary(ev))
-    assert ev.verdict is Verdict.CHEAT
-    assert "side_stream" in checks(ev)
+    _record("exploit_side_stream_4096_bf16", _timing_summary(ev))
+    assert ev.verdict is Verdict.PASSED, ev.error
+    assert ev.timings.speedups["torch"] <= 1.05, ev.timings.speedups
 
 
-def test_it_catches_a_cached_result_on_reused_gpu_buffers():
+def test_a_result_cached_on_reused_gpu_buffers_is_recomputed_by_the_plan():
     problem = kernels.parse_problem("matmul", "2048x2048x2048", "fp16", "NN")
     ev = run_fixture("exploit_cached_result", problem)
     _record("exploit_cached_result_2048_fp16", _timing_summary(ev))
-    assert ev.verdict is Verdict.INCORRECT
-    assert any(s.name == "recheck_after_timing" and not s.passed for s in ev.stages)
+    assert ev.verdict is Verdict.PASSED, ev.error
+    assert any(s.name == "recheck_after_timing" and s.passed for s in ev.stages)
+    assert ev.timings.speedups["torch"] <= 1.05, ev.timings.speedups
 
 
 def _graph_us(fn, flush=None, reps: int = 20) -> float:
@@ -244,34 +274,45 @@ def test_it_profiles_exactly_the_candidate_kernel_with_ncu():
     _record("profile_triton_matmul_4096_fp16", prof.to_dict())
 
 
-def test_it_builds_a_cuda_candidate_once_and_reports_its_resources():
+def test_an_untrusted_cuda_candidate_runs_as_device_code_recorded_once():
     problem = kernels.parse_problem("matmul", "512x384x256", "fp16", "NN")
-    cand = Candidate(source("honest_cuda_matmul"), backend=Backend.CUDA)
+    cand = Candidate(fresh("honest_cuda_kernel"), backend=Backend.CUDA)
     first = evaluate(cand, problem, config=EvalConfig(quick=True))
     assert first.verdict is Verdict.PASSED, first.error
-    assert first.compile.registers and first.compile.registers > 0
+    assert first.kernels == ["gemm_f16"]
     second = evaluate(cand, problem, config=EvalConfig(quick=True, time_candidate=False))
     assert second.verdict is Verdict.PASSED, second.error
-    assert second.compile.cached and second.compile.seconds < first.compile.seconds
+    assert second.compile.cached and "candidate_record" not in second.checks["phase_wall_s"]
+    # Host code of its own (a torch extension) would have to run in the judge: refused.
+    host = run_fixture("honest_cuda_matmul", problem)
+    assert host.verdict is Verdict.COMPILE_ERROR and "cannot load a host library" in host.error
     _record(
         "cuda_candidate_512x384x256",
         {
             "first": first.compile.__dict__,
             "second": second.compile.__dict__,
             "timing": _timing_summary(first),
+            "host_library": host.error[-500:],
         },
     )
 
 
-def test_a_cutlass_candidate_passes_every_stage_in_the_sandbox():
-    """A CUTLASS candidate declares its C functions and the harness binds them (ctypes stays in
-    trusted code, so the static scan passes it): the sandboxed protocol, memcheck included."""
+def test_a_cutlass_render_passes_every_stage_and_an_edited_one_is_refused():
+    """Our CUTLASS render is our code: the judge builds and runs it, memcheck included. The
+    same source edited is untrusted, and its host library may not run in the judge."""
     from kernels.ops.matmul.families.cutlass_sm90 import CutlassSm90Matmul
 
     family = CutlassSm90Matmul()
     problem = kernels.parse_problem("matmul", "512x1024x2048", "bf16", "NN")
-    cand = Candidate(family.render(problem, family.default(problem)), backend=Backend.CUDA)
+    params = family.default(problem)
+    src = family.render(problem, params)
+    cand = Candidate.of_render(src, Backend.CUDA, family.name, params)
     ev = evaluate(cand, problem, config=EvalConfig(quick=True, sanitize=True))
     _record("cutlass_candidate_512x1024x2048", _timing_summary(ev))
     assert ev.verdict is Verdict.PASSED, ev.error
+    assert ev.checks["trusted_render"]
     assert not [f for f in ev.findings if f.severity == "reject"]
+    edited = evaluate(
+        Candidate(src + "\n# edited\n", Backend.CUDA), problem, config=EvalConfig(quick=True)
+    )
+    assert edited.verdict is Verdict.COMPILE_ERROR and "cannot load a host library" in edited.error

@@ -69,6 +69,8 @@ def test_without_bubblewrap_an_untrusted_phase_refuses_to_start(monkeypatch):
     from harness.sandbox import view
 
     monkeypatch.setattr(view, "find_bwrap", lambda: None)
+    monkeypatch.setenv("KF_SANDBOX_SPARES", "0")  # a spare started earlier has its view already
+    spares.pool.shutdown()
     ev = run_fixture("x", source_text=fresh("honest_triton_matmul"))
     assert ev.verdict is Verdict.INFRA_ERROR, ev.error
     assert "only inside bubblewrap" in ev.error

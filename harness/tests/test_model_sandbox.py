@@ -105,8 +105,8 @@ def test_it_lets_the_model_write_nowhere_outside_its_temp_dir():
     marker.unlink(missing_ok=True)
     profile = _profile("writes_outside", limits=QUICK)
     assert profile.failure is ModelFailure.INIT
-    assert "Permission denied" in profile.message or "PermissionError" in profile.message
-    assert not marker.exists()
+    assert any(w in profile.message for w in ("Permission denied", "Read-only file system"))
+    assert not marker.exists()  # its /tmp was its own
 
 
 def test_it_verifies_a_substituted_kernel_end_to_end():

@@ -179,7 +179,7 @@ def test_it_parses_cuobjdump_resource_usage():
 
 def test_it_flags_times_below_the_measured_roof_as_implausible():
     import kernels
-    from harness.evaluation import _roofline
+    from harness.judge.evaluation import _roofline
     from harness.results import CompileResult, DeviceInfo, Evaluation, Timings, TimingStats, Verdict
 
     problem = kernels.parse_problem("matmul", "4096x4096x4096", "bf16", "NN")
@@ -218,7 +218,7 @@ def test_reported_times_charge_a_candidate_tail_beyond_the_sync_round_trip_only(
 
 
 def test_the_re_checked_rounds_cover_an_in_place_refill_and_fresh_buffers():
-    from harness.candidate_phases import spot_rounds as _spot_rounds
+    from harness.judge.session import spot_rounds as _spot_rounds
 
     for _ in range(200):
         rounds = _spot_rounds(20, 3)
