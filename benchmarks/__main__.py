@@ -10,7 +10,7 @@ Prints a table (TFLOP/s or GB/s, % of measured roofs, speedup per baseline, geom
 writes JSON (device, versions, date, command, per-problem results) to --out. Per shape it
 reports "ours" (our best kernel that passed the gate, against torch; may be below 1) and
 "exported" (ours if it beat every baseline beyond noise, else PyTorch's 1.00x; the rule is
-harness/wins.py, applied in benchmarks/verdict.py), and the geomeans of both.
+harness/judge/wins.py, applied in benchmarks/verdict.py), and the geomeans of both.
 """
 
 from __future__ import annotations
@@ -241,13 +241,13 @@ def write_report(args, argv, roofs, summary, outcomes) -> None:
         "device": device_info(),
         "roofs": roofs,
         "timing_protocol": "harness kf-timing-v1 (synced end event after device sync, minus the "
-        "sync round trip measured on the baselines, as harness/evaluation.py does); "
+        "sync round trip measured on the baselines, as harness/judge/evaluation.py does); "
         "raw_synced_median_us = before that subtraction; "
         "plain_median_us = end event right after the call",
         "set": args.set,
         "verdict_rule": "a shape is won only if its kernel passed the whole gate and the "
         "bootstrap 95 % interval of baseline/ours lies above 1 for every baseline; exported = "
-        "ours vs torch if won, else 1.00 (fallback to PyTorch); harness/wins.py",
+        "ours vs torch if won, else 1.00 (fallback to PyTorch); harness/judge/wins.py",
         "summary": {k: v for k, v in summary.items() if k != "speedup_geomeans"},
         "geomean_speedup_synced": summary.get("speedup_geomeans", {}),
         "results": [dataclasses.asdict(o) for o in outcomes],

@@ -7,6 +7,11 @@ spares, first imports), then `--n` measured ones; the medians of `checks["phase_
 the whole evaluate() call are reported, and the mean CPU seconds per evaluation (the sandbox's
 cost without the machine's load in it).
 
+Every measured evaluation of an untrusted fixture gets a source of its own (a comment with a
+fresh id): nothing it records is reused, so the numbers include the recording every new
+candidate pays. `render_rmsnorm` is a render of our own family, the agent's usual tier-two
+candidate (the judge runs it in-process; the base side evaluates the same source its way).
+
     python -m benchmarks.sandbox_cost --base /tmp/kf-base --rounds 3 --n 3 \
         --out benchmarks/results/sandbox_cost_cpu.json
 """
@@ -24,34 +29,44 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
-FIXTURES = ("honest_torch_matmul", "honest_triton_rmsnorm")
+FIXTURES = ("honest_torch_matmul", "honest_triton_rmsnorm", "render_rmsnorm")
 
 _SIDE = r"""
-import json, resource, sys, time
+import json, resource, sys, time, uuid
 sys.path.insert(0, {repo!r})
 import kernels
-from harness import Candidate, EvalConfig, evaluate
+from harness import Backend, Candidate, EvalConfig, evaluate
 from harness.device import gpu_visible
 
 gpu = gpu_visible()
 problems = {{
     "honest_torch_matmul": kernels.parse_problem("matmul", "64x48x32", "fp16", "NN"),
     "honest_triton_rmsnorm": kernels.parse_problem("rmsnorm", "64x256", "fp16", ""),
+    "render_rmsnorm": kernels.parse_problem("rmsnorm", "64x256", "fp16", ""),
 }}
 if gpu:
     problems = {{
         "honest_torch_matmul": kernels.parse_problem("matmul", "2048x2048x2048", "bf16", "NN"),
         "honest_triton_rmsnorm": kernels.parse_problem("rmsnorm", "4096x4096", "bf16", ""),
+        "render_rmsnorm": kernels.parse_problem("rmsnorm", "4096x4096", "bf16", ""),
     }}
+def candidate(name):
+    if name == "render_rmsnorm":
+        family = kernels.get_op("rmsnorm").families()[0]
+        params = family.default(problems[name])
+        src = family.render(problems[name], params)
+        of_render = getattr(Candidate, "of_render", None)  # the base side may not have it
+        return of_render(src, Backend.TRITON, family.name, params) if of_render else Candidate(src)
+    src = open({repo!r} + f"/harness/tests/exploits/{{name}}.py").read()
+    return Candidate(src + f"\n# {{uuid.uuid4().hex}}\n")
 def cpu():  # this process and every child it reaped (spares: when reaped, maybe one run later)
     own, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 out = []
 for name in {fixtures!r}:
-    src = open({repo!r} + f"/harness/tests/exploits/{{name}}.py").read()
     for i in range({n} + 1):
         t0, c0 = time.monotonic(), cpu()
-        ev = evaluate(Candidate(src), problems[name], config=EvalConfig(quick=True))
+        ev = evaluate(candidate(name), problems[name], config=EvalConfig(quick=True))
         wall, cpu_s = time.monotonic() - t0, cpu() - c0
         if i == 0:
             continue  # warm-up: cold spares and first imports

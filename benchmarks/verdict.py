@@ -1,7 +1,7 @@
 """Never ship a loss: whether our kernel for a shape is exported, and what the user gets.
 
 A kernel wins a shape only if it passed every correctness stage at that shape and beats every
-baseline timed beside it beyond noise: the product's one rule, harness/wins.py (the bootstrap
+baseline timed beside it beyond noise: the product's one rule, harness/judge/wins.py (the bootstrap
 95 % interval of baseline time / our time lies above 1 for each baseline). Otherwise
 the shape falls back to PyTorch, which is 1.00x by definition. So each shape has two numbers:
 

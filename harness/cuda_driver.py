@@ -108,9 +108,9 @@ class Function:
                 f"{self.name}: {shared} bytes of dynamic shared memory",
             )
             self._shared_set = shared
-        values = [C_TYPES[kind](value) for kind, value in zip(params, args, strict=True)]
+        values: list = [C_TYPES[kind](value) for kind, value in zip(params, args, strict=True)]  # type: ignore[arg-type]
         pointers = (ctypes.c_void_p * max(1, len(values)))(
-            *[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values]
+            *[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values]
         )
         if tuple(cluster) == (1, 1, 1):
             _check(

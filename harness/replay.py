@@ -12,6 +12,7 @@ pointer the kernel was compiled as 16-byte aligned must still be.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -104,8 +105,7 @@ class Bound:
                 self._aten(step, bound[0], bound[1])
 
     def _aten(self, step: P.AtenCall, args: tuple, kwargs: dict) -> None:
-        name, overload = step.op.split(".")
-        result = getattr(getattr(torch.ops.aten, name), overload)(*args, **kwargs)
+        result = aten_op(step.op)(*args, **kwargs)
         tensors = [result] if isinstance(result, torch.Tensor) else list(result or ())
         for index, t in zip(step.results, tensors, strict=False):
             if index is not None:
@@ -180,6 +180,15 @@ class Bound:
         return torch.empty(0, dtype=dtype, device=self.device).set_(
             storage, start // itemsize, view.shape, view.strides
         )
+
+
+@functools.cache
+def aten_op(name: str):
+    """torch.ops.aten.<name>.<overload>, for a name on the allow-list only."""
+    if name not in P.ATEN_STEPS:
+        raise P.PlanError(f"tensor operation {name!r} is not one the judge runs")
+    packet, overload = name.split(".")
+    return getattr(getattr(torch.ops.aten, packet), overload)
 
 
 def allocate(plan: P.Plan, device: torch.device) -> list[torch.Tensor]:

@@ -158,10 +158,18 @@ def time_interleaved(
                     plains.append(_probe_plain_us(fns[name], flush, int(spin_us * per_us)))
                 table.append((spin_us, statistics.median(plains)))
             preroll_us[name] = pick_preroll(table)
-            preroll_cycles[name] = int(preroll_us[name] * per_us)
-            samples[name].preroll_us = preroll_us[name]
             samples[name].launch_us = host
             samples[name].preroll_table = table
+        # One spin for every function: the device sync that ends each sample waits out the
+        # spin, and a longer wait wakes the host later, which the tail rule (reported_us)
+        # would charge to the function with the slower launch. torch.matmul replayed by the
+        # judge against itself read 2-6 % slow that way (H200, 2026-11-27: 2.0-4.3 us of tail
+        # behind a 1.2-1.5 ms spin against 0.4-0.7 ms for the baseline).
+        longest = max(preroll_us.values())
+        for name in names:
+            preroll_us[name] = longest
+            preroll_cycles[name] = int(longest * per_us)
+            samples[name].preroll_us = longest
     start_time = _perf_counter()
     for rnd in range(max_samples):
         order = names[:]

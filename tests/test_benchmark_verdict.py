@@ -77,7 +77,7 @@ def test_the_summary_counts_fallbacks_as_one_in_the_exported_geomean():
 
 def test_a_tie_with_a_slower_but_noisy_baseline_is_not_a_win():
     # cublaslt is the fastest by median and clearly beaten; compile is slower by median but so
-    # noisy that its interval reaches below 1. The product's rule (harness/wins.py) wants every
+    # noisy that its interval reaches below 1. The product's rule (harness/judge/wins.py) wants every
     # baseline beaten; this file's old copy looked at the fastest by median only.
     v = decide(
         [],

@@ -1,4 +1,4 @@
-"""The run's outcome and the event the worker stores read one rule (harness/wins.py): a best
+"""The run's outcome and the event the worker stores read one rule (harness/judge/wins.py): a best
 ships only if it beats every baseline of its full-protocol evaluation beyond noise."""
 
 from agents import tiers

@@ -43,7 +43,7 @@ def make(names, op: Op, problem: Problem, device: str, cublaslt_dir: str | None)
             elif name == "compile":
                 result.built[name] = _compiled(op, problem, spec, device)
             elif name == "cublaslt":
-                from harness import cublaslt
+                from harness.judge import cublaslt
 
                 ext = cublaslt.load(cublaslt_dir)
                 result.built[name] = _cublaslt(ext, op, problem, spec, device)

@@ -10,6 +10,9 @@ OUT=${OUT:-gpu-out}
 RES=/tmp/kf-results
 mkdir -p "$OUT" "$RES"
 export KF_RESULTS_DIR=$RES KF_CACHE_DIR=/tmp/kf-cache PYTHONUNBUFFERED=1
+# Untrusted children run only inside bubblewrap: where the image lacks it, a carried binary
+# (Debian's, in .sandbox-bin/) does.
+if ! command -v bwrap >/dev/null && [ -x .sandbox-bin/bwrap ]; then export KF_BWRAP=$PWD/.sandbox-bin/bwrap; fi
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
 fi
@@ -17,7 +20,7 @@ fi
   echo "date: $(date -u +%FT%TZ)"; echo "command: bash harness/tests/gpu_run.sh ${GPU_K:+(GPU_K=$GPU_K)}"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv
   python3 -c "import torch, triton, numpy, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda, 'numpy', numpy.__version__)"
-  which ncu nvcc cuobjdump
+  which ncu nvcc cuobjdump; echo "bwrap: ${KF_BWRAP:-$(command -v bwrap)}"
 } > "$RES/env.txt" 2>&1
 timeout ${GPU_TESTS_S:-330} python3 -m pytest harness/tests/test_gpu.py -v -p no:cacheprovider -o addopts="" ${GPU_K:+-k "$GPU_K"} > "$RES/gpu_tests.log" 2>&1
 if [ -z "${SKIP_SUITE:-}" ]; then

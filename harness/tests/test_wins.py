@@ -1,4 +1,4 @@
-"""The one rule for "beats the baseline beyond noise" (harness/wins.py), on the cases where the
+"""The one rule for "beats the baseline beyond noise" (harness/judge/wins.py), on the cases where the
 three copies it replaced (agents/tiers.py, webapp's selectors, benchmarks/verdict.py) disagreed.
 """
 

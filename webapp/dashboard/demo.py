@@ -280,7 +280,7 @@ def seed_job(*, user: Any, team: Team, title: str, shapes: list[tuple[str, str, 
                     params=point,
                     evaluation=ev,
                     # What the harness decides for these numbers (every interval above 1); a
-                    # real worker passes its call (harness/wins.py), webapp may not import it.
+                    # real worker passes its call (harness/judge/wins.py), webapp may not import it.
                     beats_baselines=bool(ev["timings"]) and all(
                         low > 1.0 for low, _ in ev["timings"]["speedup_ci"].values()
                     ),

@@ -170,7 +170,7 @@ class Iteration(models.Model):
     speedup = models.FloatField(null=True, blank=True)
     best_speedup = models.FloatField(null=True, blank=True)
     # Whether `measurement` beats every baseline it was timed against beyond noise, as the
-    # harness decided it (harness/wins.py; the worker passes it, webapp never recomputes it).
+    # harness decided it (harness/judge/wins.py; the worker passes it, webapp never recomputes it).
     beats_baselines = models.BooleanField(default=False)
     # The domain rules, applied once when the iteration is recorded (selectors.result_facts):
     # timed in Triton's CPU interpreter; faster than the measured roof allows; and "ranked":

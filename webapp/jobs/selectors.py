@@ -50,7 +50,7 @@ def result_facts(
     baseline it was timed against beyond noise. Never ship a loss: a first correct candidate
     is kept however slow it is, and that alone makes nothing a winner.
 
-    `beats_baselines` is that last fact as the harness decided it (harness/wins.py, the one
+    `beats_baselines` is that last fact as the harness decided it (harness/judge/wins.py, the one
     rule) for the measurement: the worker passes it with the result (Iteration.beats_baselines);
     the web app may not import the harness, so it never recomputes it from the timings.
 

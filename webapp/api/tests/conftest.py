@@ -44,7 +44,7 @@ class FakeWorker:
             evaluation=evaluation(speedup=speedup or 1.0, **eval_kwargs) if speedup else None,
             gpu_s=30.0,
             # The harness's call on these timings (one baseline, no interval, no noise), which
-            # the real worker passes along (harness/wins.py; webapp may not import it).
+            # the real worker passes along (harness/judge/wins.py; webapp may not import it).
             beats_baselines=(speedup is not None and speedup > 1.0)
             if beats_baselines is None
             else beats_baselines,

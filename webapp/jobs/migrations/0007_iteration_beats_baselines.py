@@ -1,4 +1,4 @@
-"""Iteration.beats_baselines: the harness's call (harness/wins.py) on the result's measurement,
+"""Iteration.beats_baselines: the harness's call (harness/judge/wins.py) on the result's measurement,
 passed by the worker, so the web app ranks by it instead of recomputing it. Rows recorded before
 get the call the web app made for them then (the same rule, frozen in _stored_rules.py), so no
 row's rank changes.

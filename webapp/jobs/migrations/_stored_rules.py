@@ -1,6 +1,6 @@
 """The baseline rule as it stood when results were first stored with their own call (0007), for
 data migrations of rows recorded before then. Frozen on purpose: a migration replays history;
-the live rule is harness/wins.py, which the web app may not import (workers pass its call).
+the live rule is harness/judge/wins.py, which the web app may not import (workers pass its call).
 """
 
 import math

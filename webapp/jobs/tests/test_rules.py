@@ -109,7 +109,7 @@ def test_the_web_app_ranks_by_the_harness_call_and_never_recomputes_it(
     alice, team, problems, alice_api
 ):
     """Whether a result beats every baseline beyond noise is decided once, by the harness
-    (harness/wins.py), and passed by the worker: timings that look like a win are no winner
+    (harness/judge/wins.py), and passed by the worker: timings that look like a win are no winner
     when the call says a baseline was not beaten, and a final evaluation's call replaces it."""
     from webapp.api.tests.conftest import evaluation
     from webapp.jobs import services
