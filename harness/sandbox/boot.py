@@ -260,8 +260,11 @@ def main() -> None:
         claim = claim_from(json.loads(stdin.rest()))
     # The job's own environment (HOME, TMPDIR, caches: all under its workdir) replaces
     # whatever the process started with (a spare's placeholder, bwrap's PWD) before any job
-    # code runs.
-    os.environ.clear()
+    # code runs. Not under a wrapping tool: ncu and compute-sanitizer hand their injection
+    # library to CUDA through variables it reads at its first call (without them the judge
+    # died with SIGSEGV under ncu, H200 2026-11-27); the tool started from the job's env.
+    if not settings_file:
+        os.environ.clear()
     os.environ.update(claim.env)
     if "tempfile" in sys.modules:  # already loaded: only its cached folder is reset
         import tempfile  # noqa: PLC0415
