@@ -46,8 +46,15 @@ def find_ncu() -> str | None:
 
 
 def _ncu_dirs() -> tuple[str, ...]:
+    """Where ncu's front end and its sections live: the CUDA toolkit's `ncu` is a launcher
+    that looks for nsight-compute under the toolkit or /opt/nvidia (inside the view it found
+    neither on the H200 image, 2026-11-27: "Nsight Compute is not installed")."""
     tool = find_ncu()
-    return (os.path.dirname(os.path.realpath(tool)),) if tool else ()
+    if not tool:
+        return ()
+    found = [os.path.dirname(os.path.realpath(tool))]
+    found += glob.glob("/opt/nvidia/nsight-compute*") + glob.glob("/opt/nvidia/nsight_compute*")
+    return tuple(dict.fromkeys(found))
 
 
 def ncu_command(report: str, *, full: bool = False) -> list[str]:
