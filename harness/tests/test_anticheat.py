@@ -48,8 +48,10 @@ def test_a_lazy_tensor_returned_instead_of_filling_out_is_refused():
     ev = run_fixture("exploit_lazy_subclass")
     assert ev.verdict is Verdict.CHEAT, ev.error
     assert "static:lazy_output" in checks(ev)
-    # ... and past the static scan, the recording refuses it anyway.
-    assert "returned a LazyMatmul" in ev.error and "fill `out`" in ev.error
+    # ... and past the static scan, the recording refuses it anyway (on a GPU already for the
+    # CPU tensor it makes; on the CPU for what it returns).
+    assert "cannot be judged as written" in ev.error
+    assert ("returned a LazyMatmul" in ev.error) or ("on cpu" in ev.error), ev.error
 
 
 # The timer patch of exploit_monkeypatch_timer, spelled so the static scan does not see it.
@@ -87,10 +89,10 @@ def test_patching_timers_at_import_changes_nothing_the_judge_measures():
     assert run_fixture("exploit_monkeypatch_timer").verdict is Verdict.CHEAT  # static scan
     ev = run_fixture("x", source_text=HIDDEN_TIMER_PATCH, time_candidate=True)
     assert ev.verdict is Verdict.PASSED, ev.error
-    # The candidate's process patched its own time.perf_counter; the judge's clock is in
-    # another process: the candidate's time is real (its GEMM through the executor, round
-    # trip included), not the 0 the patch returns.
-    assert ev.timings.candidate.median_us > 10.0
+    # The candidate's process patched its own time.perf_counter and elapsed_time; the judge's
+    # clock is in another process: the candidate's time is its GEMM's (on the CPU through the
+    # executor, round trip included), never the 0 the patch returns.
+    assert ev.timings.candidate.median_us > 1.0
     assert ev.timings.speedups["torch"] < 1.5
 
 

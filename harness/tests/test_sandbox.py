@@ -64,7 +64,8 @@ def test_it_contains_a_fork_bomb():
     assert ev.verdict in (Verdict.TIMEOUT, Verdict.CRASH)
     assert ev.isolation.get("cgroup") in ("v1", "v2"), ev.isolation
     time.sleep(0.5)
-    assert _no_candidate_process_left()
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # other workers' sandboxes are live then
+        assert _no_candidate_process_left()
     _honest_still_passes()
 
 
