@@ -214,6 +214,9 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = False  # a lost task comes back through the 
 CELERY_TASK_TRACK_STARTED = True
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT = envfloat("KF_WORKER_SOFT_SHUTDOWN_S", 30.0)
+# `up` restarts a process that exits on its own; one that exits this many times in a row, each
+# soon after starting, is given up on (and `up` stops).
+KF_UP_MAX_QUICK_CRASHES = envint("KF_UP_MAX_QUICK_CRASHES", 5)
 CELERY_TASK_TIME_LIMIT = KF_TASK_TIME_LIMIT_S
 CELERY_TASK_SOFT_TIME_LIMIT = KF_TASK_SOFT_TIME_LIMIT_S
 CELERY_VISIBILITY_TIMEOUT = KF_VISIBILITY_TIMEOUT_S
