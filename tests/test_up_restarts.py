@@ -64,7 +64,7 @@ class Up:
             REDIS_URL=f"redis://127.0.0.1:{free_port()}/0",  # nothing there: `up` starts Redis
             KF_CHANNELS_PREFIX="kf-up-restarts",
             KF_AGENT="standin",
-            KF_STANDIN_ITERATIONS="40",
+            KF_STANDIN_ITERATIONS="60",  # 15 s a task: room to stop one mid-run
             KF_STANDIN_PAUSE_S="0.25",
             PYTHONUNBUFFERED="1",
         )
@@ -151,7 +151,7 @@ def test_up_restarts_a_dead_web_server_hands_tasks_back_on_stop_and_keeps_sessio
         wait_until(lambda: (up.answers(token, job) or {}).get("status") == "done",
                    timeout_s=90, what="the job to finish")  # fmt: skip
         assert "restarted worker" not in up.log(), "the workers went on"
-        assert up.tasks(job) == [("done", "stand-in finished 40 steps")]
+        assert up.tasks(job) == [("done", "stand-in finished 60 steps")]
 
         # 2. Ctrl-C while a task runs.
         second = submit(up, token, "8x128")
@@ -170,6 +170,6 @@ def test_up_restarts_a_dead_web_server_hands_tasks_back_on_stop_and_keeps_sessio
             assert response.url.rstrip("/") == up.url, "the session from before was logged out"
         wait_until(lambda: (up.answers(token, second) or {}).get("status") == "done",
                    timeout_s=120, what="the handed-back task to finish")  # fmt: skip
-        assert iterations(up, token, second) == 40, "resumed, no step twice or missing"
+        assert iterations(up, token, second) == 60, "resumed, no step twice or missing"
     finally:
         up.kill()

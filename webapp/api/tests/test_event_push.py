@@ -96,7 +96,9 @@ def test_an_iteration_arrives_as_it_is_recorded_not_at_the_next_poll(token, job_
         return delays
 
     delays = async_to_sync(go)()
-    assert max(delays) < 1.0, delays
+    # Tens of ms on an idle machine; the bound is loose for a busy CI box. What fails on main is
+    # the 5 s wait above (its next poll was 30 s away).
+    assert max(delays) < 2.5, delays
 
 
 def test_a_lost_poke_is_filled_from_the_database(token, job_id, monkeypatch):
