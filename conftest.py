@@ -28,7 +28,9 @@ def redis_url() -> str:
 
 @pytest.fixture(scope="session", autouse=True)
 def _clean_test_redis(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Start every session with an empty test Redis db (never the one `up` uses)."""
+    """Start every session without this run's leftovers in the test Redis db (never the one `up`
+    uses). Only this run's keys: FLUSHDB also emptied the queues of another run on the same
+    machine, whose worker then waited for a task that no longer existed."""
     if "django" not in sys.modules:
         yield
         return
@@ -42,7 +44,9 @@ def _clean_test_redis(request: pytest.FixtureRequest) -> Iterator[None]:
     client = redis.Redis.from_url(url)
     # If Redis is down, the tests that need it fail with their own clear message.
     with contextlib.suppress(redis.RedisError):
-        client.flushdb()
+        keys = list(client.scan_iter(match=f"{settings.KF_TEST_REDIS_PREFIX}*", count=1000))
+        if keys:
+            client.delete(*keys)
     yield
 
 

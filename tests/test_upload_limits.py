@@ -5,6 +5,10 @@ The real path: the ASGI server `up` and the compose file start, on the test data
 daphne the application sees nothing until the whole body has arrived, and daphne then hands the
 application the whole body at once, in memory: a 572 MB upload took the server from 415 MB to
 2.17 GB before Django's limit refused it. These tests failed there.
+
+Headers over 16 KiB (issue 28, item 5) are answered 431 (a request line over it 414): twisted
+closed the connection without a word for one long header line, and answered a bare 400 for
+many.
 """
 
 from __future__ import annotations
@@ -187,3 +191,53 @@ def test_an_upload_under_the_limit_still_goes_through(server, alice, team, setti
     assert response.status == 201, response.read()
     job = Job.objects.get()
     assert job.kind == Job.Kind.MODEL and job.model_run.status == "queued"
+
+
+def raw_request(host: str, port: int, head: bytes) -> bytes:
+    """Send a request head as is; everything the server answers before it closes."""
+    with socket.create_connection((host, port), timeout=10) as sock:
+        sock.sendall(head)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        b"Cookie: " + b"a" * 17_000 + b"\r\n",  # one line over 16 KiB: twisted answered nothing
+        b"".join(b"X-Part-%d: %s\r\n" % (i, b"b" * 1000) for i in range(20)),  # a bare 400
+    ],
+    ids=["one-long-header", "many-headers"],
+)
+@pytest.mark.parametrize("path", ["/login/", "/api/v1/jobs"])
+def test_headers_over_16_kib_are_answered_431(server, headers, path):
+    """Issue 28, item 5: a header over 16 KB got no HTTP response at all."""
+    host, port, _ = server
+    answer = raw_request(
+        host, port, b"GET " + path.encode() + b" HTTP/1.1\r\nHost: x\r\n" + headers + b"\r\n"
+    )
+    assert answer.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n"), answer[:200]
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert b"16384 bytes" in body
+    if path.startswith("/api/"):
+        assert b'"request_header_too_large"' in body and b"application/json" in head
+
+
+def test_a_request_line_over_16_kib_is_answered_414(server):
+    host, port, _ = server
+    answer = raw_request(host, port, b"GET /?q=" + b"c" * 17_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 414 URI Too Long\r\n"), answer[:200]
+
+
+def test_headers_under_the_limit_are_served(server):
+    host, port, _ = server
+    answer = raw_request(
+        host,
+        port,
+        b"GET /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nX-Big: "
+        + b"d" * 15_000
+        + b"\r\n\r\n",
+    )
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n"), answer[:200]

@@ -132,7 +132,14 @@ KF_JOB_DEFAULT_GPU_MINUTES = envint("KF_JOB_DEFAULT_GPU_MINUTES", 30)
 KF_MIN_PROBLEM_GPU_MINUTES = envfloat("KF_MIN_PROBLEM_GPU_MINUTES", 2.0)
 # What the job page shows LLM spend against (the agent enforces its own caps).
 KF_JOB_LLM_BUDGET_USD = envfloat("KF_JOB_LLM_BUDGET_USD", 5.0)
-KF_API_SSE_POLL_S = envfloat("KF_API_SSE_POLL_S", 1.0)
+# Event streams (webapp/api/events.py; issue 28): pushed from the channel layer. A token, and
+# an address, may hold only so many at once (429 past that, per web process); a stream closes
+# (event `timeout`, the client reconnects) after KF_API_SSE_IDLE_S without an event; a silent
+# one sends a keep-alive, and re-reads the database once, every KF_API_SSE_KEEPALIVE_S.
+KF_API_SSE_MAX_PER_TOKEN = envint("KF_API_SSE_MAX_PER_TOKEN", 20)
+KF_API_SSE_MAX_PER_IP = envint("KF_API_SSE_MAX_PER_IP", 100)
+KF_API_SSE_IDLE_S = envfloat("KF_API_SSE_IDLE_S", 300.0)
+KF_API_SSE_KEEPALIVE_S = envfloat("KF_API_SSE_KEEPALIVE_S", 15.0)
 
 # --- Redis: broker and channel layer. The test settings use another db and prefix.
 REDIS_URL = envstr("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -207,6 +214,9 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = False  # a lost task comes back through the 
 CELERY_TASK_TRACK_STARTED = True
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT = envfloat("KF_WORKER_SOFT_SHUTDOWN_S", 30.0)
+# `up` restarts a process that exits on its own; one that exits this many times in a row, each
+# soon after starting, is given up on (and `up` stops).
+KF_UP_MAX_QUICK_CRASHES = envint("KF_UP_MAX_QUICK_CRASHES", 5)
 CELERY_TASK_TIME_LIMIT = KF_TASK_TIME_LIMIT_S
 CELERY_TASK_SOFT_TIME_LIMIT = KF_TASK_SOFT_TIME_LIMIT_S
 CELERY_VISIBILITY_TIMEOUT = KF_VISIBILITY_TIMEOUT_S

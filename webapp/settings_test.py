@@ -8,8 +8,15 @@ environment variable, which is how the SQLite path is tested (DATABASE_URL=sqlit
 import os
 
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/kernelforge")
+# Two test runs on one machine (say, a fresh clone beside the work tree) share Redis db 15:
+# everything this run keeps there is under its own prefix, named after its test database, so
+# one run's worker never takes another run's tasks and one run's clean-up (conftest.py) never
+# deletes another run's queues.
+KF_TEST_RUN = os.environ.get("KF_TEST_DATABASE_NAME", "default")
+KF_TEST_REDIS_PREFIX = f"kf-test-{KF_TEST_RUN}:"
+
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
-os.environ.setdefault("KF_CHANNELS_PREFIX", "kf-test")
+os.environ.setdefault("KF_CHANNELS_PREFIX", KF_TEST_REDIS_PREFIX + "channels")
 os.environ.setdefault("KF_AGENT", "standin")  # tests that need the real graph say so
 os.environ.setdefault("KF_STANDIN_ITERATIONS", "4")
 os.environ.setdefault("KF_STANDIN_PAUSE_S", "0.05")
@@ -27,9 +34,11 @@ elif os.environ.get("KF_TEST_DATABASE_NAME"):
     # both create and drop test_kernelforge under each other.
     DATABASES["default"]["TEST"] = {"NAME": os.environ["KF_TEST_DATABASE_NAME"]}  # noqa: F405
 
-# Two test runs on one machine share Redis db 15; give each run's Celery queues their own key
-# prefix (named after its test database) so one run's worker never takes another run's tasks.
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     **CELERY_BROKER_TRANSPORT_OPTIONS,  # noqa: F405
-    "global_keyprefix": f"kf-test-{os.environ.get('KF_TEST_DATABASE_NAME', 'default')}:",
+    "global_keyprefix": KF_TEST_REDIS_PREFIX,
+}
+CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {
+    **CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS,  # noqa: F405
+    "global_keyprefix": KF_TEST_REDIS_PREFIX,
 }

@@ -12,9 +12,10 @@ import os
 import signal
 
 from celery import Celery
-from celery.signals import worker_init, worker_process_init
+from celery.signals import task_prerun, worker_init, worker_process_init, worker_shutting_down
 
 from harness.sandbox.capabilities import undumpable
+from workers import stopping
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
@@ -44,3 +45,20 @@ def _die_with_the_worker(**_: object) -> None:
     # Outside Linux there is no prctl; orphans then behave as the OS decides.
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@worker_shutting_down.connect
+def _ask_the_running_task_to_stop(**_: object) -> None:
+    """Warm shutdown waits for the running task, however long it takes: ask it to stop at its
+    next safe point and go back to the queue (workers/stopping.py)."""
+    stopping.signal_children(signal.SIGTERM)
+
+
+@task_prerun.connect
+def _stop_at_a_safe_point(**_: object) -> None:
+    """In the pool child, as a task starts: a SIGTERM asks it to stop at its next safe point.
+
+    Here and not at worker_process_init: billiard sets its own SIGTERM handler (exit at once)
+    after that signal's handlers ran. A stop asked for before this task is forgotten."""
+    stopping.forget()
+    stopping.handle_sigterm_in_pool_child()

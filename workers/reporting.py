@@ -17,6 +17,7 @@ from django.conf import settings
 from agents.reporting import IterationEvent, SearchStats
 from kernels.problem import Problem
 from webapp.jobs import model_services, services
+from workers import stopping
 
 log = logging.getLogger(__name__)
 
@@ -84,11 +85,14 @@ class DjangoReporter:
             model_services.model_after_task(task_id=self.task_id)  # a model job's last task?
 
     def failed(self, *, error: str) -> None:
+        if stopping.requested():
+            return  # the run is unwinding to hand the task back (run_task), not failing
         self.outcome = ("failed", error)
         if services.task_fail(task_id=self.task_id, attempt=self.attempt, error=error):
             model_services.model_after_task(task_id=self.task_id)
 
     def cancel_requested(self) -> bool:
+        stopping.raise_if_requested()  # a safe point: the worker is shutting down
         if self.lost:
             return True
         return services.task_should_stop(task_id=self.task_id, attempt=self.attempt)

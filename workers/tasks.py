@@ -13,6 +13,7 @@ import traceback
 from celery.exceptions import SoftTimeLimitExceeded
 
 from workers.celery import app
+from workers.stopping import WorkerStopping
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,12 @@ def run_task(self, task_id: int) -> str:  # noqa: ANN001 (celery's bound task)
                 task_id=claim.task_id,
                 resume_from=claim.resume_from,
             )
+        except WorkerStopping:
+            # At a safe point, with everything so far recorded: back to the queue, and the next
+            # worker resumes it (workers/stopping.py).
+            services.task_release(task_id=claim.task_id, attempt=claim.attempt)
+            log.info("task %s handed back to its queue: the worker is shutting down", task_id)
+            return "released"
         except SoftTimeLimitExceeded:
             reporter.failed(error="time limit reached")
             return "failed"

@@ -48,7 +48,6 @@ def api_server(django_db_setup, django_db_blocker, tmp_path_factory):
         DATABASE_URL=live_database_url(),
         REDIS_URL=settings.REDIS_URL,
         KF_CHANNELS_PREFIX=settings.KF_CHANNELS_PREFIX,
-        KF_API_SSE_POLL_S="0.1",
         PYTHONUNBUFFERED="1",
     )
     log = (tmp_path_factory.mktemp("daphne") / "daphne.log").open("wb")

@@ -22,6 +22,10 @@ class ErrorCode(enum.StrEnum):
     METHOD_NOT_ALLOWED = "method_not_allowed"  # 405
     JOB_NOT_CANCELLABLE = "job_not_cancellable"  # 409: the job already ended
     REQUEST_TOO_LARGE = "request_too_large"  # 413
+    REQUEST_URI_TOO_LONG = "request_uri_too_long"  # 414: the request line is over 16 KiB
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"  # 415: a body that is not JSON (multipart)
+    REQUEST_HEADER_TOO_LARGE = "request_header_too_large"  # 431: headers over 16 KiB in all
+    TOO_MANY_STREAMS = "too_many_streams"  # 429: this token or address has its streams open
     MALFORMED_REQUEST = "malformed_request"  # 400: body is not JSON / not multipart
     VALIDATION_ERROR = "validation_error"  # 422: a field has the wrong type, range or form
     UNKNOWN_TEAM = "unknown_team"  # 422: no team with that slug in the token's scope
@@ -42,6 +46,10 @@ STATUS = {
     ErrorCode.METHOD_NOT_ALLOWED: HTTPStatus.METHOD_NOT_ALLOWED,
     ErrorCode.JOB_NOT_CANCELLABLE: HTTPStatus.CONFLICT,
     ErrorCode.REQUEST_TOO_LARGE: HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+    ErrorCode.REQUEST_URI_TOO_LONG: HTTPStatus.REQUEST_URI_TOO_LONG,
+    ErrorCode.UNSUPPORTED_MEDIA_TYPE: HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+    ErrorCode.REQUEST_HEADER_TOO_LARGE: HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
+    ErrorCode.TOO_MANY_STREAMS: HTTPStatus.TOO_MANY_REQUESTS,
     ErrorCode.MALFORMED_REQUEST: HTTPStatus.BAD_REQUEST,
     ErrorCode.VALIDATION_ERROR: HTTPStatus.UNPROCESSABLE_ENTITY,
     ErrorCode.UNKNOWN_TEAM: HTTPStatus.UNPROCESSABLE_ENTITY,

@@ -1,8 +1,12 @@
-"""Reject oversized API requests before anything parses them (413 with a stable code).
+"""Reject API requests with a body we do not take, before anything parses them.
 
-JSON bodies are small (a shape set is at most KF_MAX_SHAPE_FILE_BYTES); only the multipart
+413: JSON bodies are small (a shape set is at most KF_MAX_SHAPE_FILE_BYTES); only the multipart
 model upload may be large. The web server (webapp/server.py) has already refused anything over
 KF_MAX_REQUEST_BYTES before reading it; this narrows the limit per kind of API request.
+
+415: a body must say what it is: `application/json` (or multipart/form-data for the model
+upload). The JSON endpoints parsed any body as JSON, so `text/plain` or no Content-Type at all
+created jobs; a client that sends the wrong type learns it here, not from a surprise.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from django.utils.decorators import sync_and_async_middleware
 from webapp.api.errors import ApiError, ErrorCode, error_response
 
 API_PREFIX = "/api/"
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+MEDIA_TYPES = ("application/json", "multipart/form-data")
 
 
 def body_limit(content_type: str) -> int:
@@ -49,7 +55,19 @@ def _check(request: HttpRequest) -> HttpResponse | None:
         return error_response(
             ApiError(ErrorCode.MALFORMED_REQUEST, f"Content-Length {raw!r} is not a number.")
         )
-    limit = body_limit(request.META.get("CONTENT_TYPE", ""))
+    content_type = request.META.get("CONTENT_TYPE", "")
+    has_body = length > 0 or "HTTP_TRANSFER_ENCODING" in request.META
+    if has_body and request.method in BODY_METHODS and not _accepted(content_type):
+        sent = content_type or "no Content-Type"
+        return error_response(
+            ApiError(
+                ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+                f"The body is {sent}; send JSON with Content-Type: application/json "
+                "(a model file: multipart/form-data).",
+                [{"content_type": content_type, "accepted": list(MEDIA_TYPES)}],
+            )
+        )
+    limit = body_limit(content_type)
     if length > limit:
         return error_response(
             ApiError(
@@ -59,3 +77,8 @@ def _check(request: HttpRequest) -> HttpResponse | None:
             )
         )
     return None
+
+
+def _accepted(content_type: str) -> bool:
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    return media_type in MEDIA_TYPES or media_type.endswith("+json")

@@ -39,8 +39,12 @@ def demo_password(var_dir: Path) -> str:
 @transaction.atomic
 def demo_account_ensure(*, password: str) -> DemoAccount:
     user, _ = User.objects.get_or_create(username=DEMO_USERNAME)
-    user.set_password(password)
-    user.save()
+    # Set the password only when it changed: set_password hashes with a new salt, and a session
+    # is bound to the password hash, so re-hashing on every start logged every open tab out
+    # (and the job page's websocket was refused).
+    if not user.check_password(password):
+        user.set_password(password)
+        user.save()
     team, _ = Team.objects.get_or_create(slug="demo-team", defaults={"name": DEMO_TEAM})
     Membership.objects.get_or_create(team=team, user=user, defaults={"role": Membership.Role.OWNER})
     return DemoAccount(

@@ -121,6 +121,14 @@ def tasks_send_unsent(*, older_than_s: float) -> list[int]:
     return [task_id for task_id, queue in list(unsent) if _send(task_id=task_id, queue=queue)]
 
 
+def tasks_send_queued() -> list[int]:
+    """Send every QUEUED task again, for a broker that started empty: `up`'s private Redis
+    keeps nothing on disk, so a restart loses the messages of tasks queued (or handed back)
+    before it. A duplicate is harmless: run_task claims with a compare-and-set."""
+    queued = Task.objects.filter(status=Task.Status.QUEUED).values_list("id", "queue")
+    return [task_id for task_id, queue in list(queued) if _send(task_id=task_id, queue=queue)]
+
+
 def job_cancel(*, job: Job, user: AbstractBaseUser) -> bool:
     """Ask running tasks to stop (they poll the flag) and cancel the ones not started yet."""
     require_member(user, job.team)
@@ -425,6 +433,31 @@ def tasks_requeue_stale(*, stale_after_s: float, max_attempts: int) -> list[int]
             "watchdog re-queued tasks %s (heartbeat older than %ss)", requeued, stale_after_s
         )
     return requeued
+
+
+def task_release(*, task_id: int, attempt: int) -> bool:
+    """RUNNING -> QUEUED for a run whose worker is shutting down (workers/stopping.py): it
+    stopped at a safe point, so the next worker resumes after what it saved. Sent again at
+    once; if that message is lost (a private Redis that stops with `up`), the task has no
+    enqueued_at and the watchdog sends it again."""
+    job_id = Task.objects.filter(id=task_id).values_list("job_id", flat=True).first()
+    if job_id is None:
+        return False
+    with transaction.atomic():
+        _lock_job(job_id)
+        task = Task.objects.filter(id=task_id, attempt=attempt, status=Task.Status.RUNNING)
+        queue = task.values_list("queue", flat=True).first()
+        released = task.update(
+            status=Task.Status.QUEUED,
+            worker="",
+            stop_reason="requeued: its worker stopped",
+            enqueued_at=None,
+        )
+        if not released:
+            return False
+        transaction.on_commit(lambda: _send(task_id=task_id, queue=queue))
+    status_notify(job_id)
+    return True
 
 
 def status_notify(job_id: uuid.UUID | str) -> None:

@@ -8,9 +8,8 @@ import uuid
 from typing import Annotated, Literal
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.db.models import Count, Max, Q, QuerySet
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from ninja import File, Form, Path, Query, Router, Status
 from ninja.files import UploadedFile
@@ -283,7 +282,8 @@ EVENTS_DOC = {
             "description": (
                 "A text/event-stream: `status` events (the job and its tasks), `iteration` "
                 "events with `id:` = seq, then `end` when the job is over (or `timeout` after "
-                "`max_s`). Reconnect with `Last-Event-ID` or `?after=` to resume."
+                "`max_s`, or after KF_API_SSE_IDLE_S without an event). Reconnect with "
+                "`Last-Event-ID` or `?after=` to resume."
             ),
             "content": {
                 "text/event-stream": {
@@ -306,7 +306,7 @@ EVENTS_DOC = {
 
 @router.get(
     "/jobs/{job_id}/events",
-    response=ERRORS,
+    response={429: ErrorOut, **ERRORS},
     summary="Stream a job's events (server-sent events)",
     openapi_extra=EVENTS_DOC,
 )
@@ -316,18 +316,13 @@ async def job_events(
     after: Seq = 0,
     max_s: Annotated[float, Query(gt=0, le=3600)] = 3600,
 ) -> HttpResponse:
-    """See the description of the 200 response for the wire format."""
+    """See the description of the 200 response for the wire format. A token (and an address)
+    may hold only so many streams at once: 429 `too_many_streams` past that."""
     job = await sync_to_async(_job_or_404)(request, job_id)
     last_event_id = request.headers.get("Last-Event-ID", "")
     if last_event_id.isdigit():
         after = max(after, min(int(last_event_id), PG_INT_MAX))
-    stream = events.job_event_stream(
-        job_id=job.id, after=after, max_s=max_s, poll_s=settings.KF_API_SSE_POLL_S
-    )
-    response = StreamingHttpResponse(stream, content_type="text/event-stream")
-    response["Cache-Control"] = "no-cache"
-    response["X-Accel-Buffering"] = "no"  # proxies must not buffer the stream
-    return response
+    return await events.stream_response(request, principal(request), job.id, after, max_s)
 
 
 # --- winners ---------------------------------------------------------------------------------

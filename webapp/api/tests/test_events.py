@@ -82,7 +82,7 @@ def test_it_stops_a_stream_of_a_running_job_at_max_s_with_a_timeout_event(token,
     _, _, body = stream(token, f"/api/v1/jobs/{job_id}/events?max_s=0.2")
     events = parse(body)
     assert [e["event"] for e in events] == ["status", "timeout"]
-    assert events[1]["data"] == {"status": "queued", "last_seq": 0}
+    assert events[1]["data"] == {"status": "queued", "last_seq": 0, "reason": "max_s"}
 
 
 def test_it_refuses_a_stream_to_another_team(bob, bob_team, make_token, finished_job):

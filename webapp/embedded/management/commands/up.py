@@ -3,6 +3,8 @@
 Migrates the database (SQLite under var/ unless DATABASE_URL says otherwise), ensures a demo
 account, uses the Redis at REDIS_URL or starts one there, starts one Celery worker per visible
 GPU (or one CPU worker when there is none) plus the watchdog's beat, and the ASGI server.
+A process that exits on its own is restarted (webapp/embedded/supervisor.py); only Ctrl-C (or
+SIGTERM to `up`) stops them all.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from django.core.management.base import BaseCommand, CommandError
 from webapp.embedded import redis_server
 from webapp.embedded.demo import demo_account_ensure, demo_password
 from webapp.embedded.gpus import detect_gpus
-from webapp.embedded.supervisor import Supervisor
+from webapp.embedded.supervisor import GaveUp, Supervisor
 from webapp.embedded.web import web_server_argv
 from webapp.embedded.workers import work_queues, worker_argv, worker_plan
 
@@ -37,8 +39,15 @@ class Command(BaseCommand):
         parser.add_argument(
             "--stop-timeout", type=float, default=15.0, help="seconds each process gets to stop"
         )
+        parser.add_argument(
+            "--worker-stop-timeout",
+            type=float,
+            default=settings.CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT + 30,
+            help="seconds a worker gets to hand its running task back before it is killed",
+        )
 
-    def handle(self, *args, host: str, port: int, stop_timeout: float, **options) -> None:
+    def handle(self, *args, host: str, port: int, stop_timeout: float,
+               worker_stop_timeout: float, **options) -> None:  # fmt: skip
         say = self._say
         settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
         call_command("migrate", interactive=False, verbosity=0)
@@ -49,7 +58,7 @@ class Command(BaseCommand):
         # explicitly: a shell that starts us in the background would have it ignored.
         signal.signal(signal.SIGINT, _raise_keyboard_interrupt)
         signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
-        supervisor = Supervisor(log=say)
+        supervisor = Supervisor(log=say, max_quick_crashes=settings.KF_UP_MAX_QUICK_CRASHES)
         env = dict(
             os.environ,
             DJANGO_SETTINGS_MODULE=os.environ.get("DJANGO_SETTINGS_MODULE", "webapp.settings"),
@@ -57,7 +66,7 @@ class Command(BaseCommand):
         env.setdefault("KF_VAR_DIR", str(settings.VAR_DIR))
         try:
             self._start_redis(supervisor, env)
-            queues = self._start_workers(supervisor, env)
+            queues = self._start_workers(supervisor, env, stop_timeout_s=worker_stop_timeout)
             env["KF_QUEUES"] = ",".join(queues)
             web = supervisor.start("web", web_server_argv(host, port), env=env)
             if not _wait_for_port(host, port, alive=lambda: web.running, timeout_s=90):
@@ -76,8 +85,10 @@ class Command(BaseCommand):
                 f" --team {demo.team_slug} --wait"
             )
             say("")
-            ended = supervisor.wait_for_exit()
-            say(f"{ended.name} exited with code {ended.process.returncode}; stopping the rest")
+            supervisor.watch()  # restarts what exits, until Ctrl-C
+            exit_code = 0
+        except GaveUp as error:
+            say(f"{error}; stopping the rest")
             exit_code = 1
         except KeyboardInterrupt:
             say("stopping…")
@@ -86,10 +97,11 @@ class Command(BaseCommand):
             signal.signal(
                 signal.SIGINT, signal.SIG_IGN
             )  # a second Ctrl-C must not cut the cleanup short
-            supervisor.stop_all(timeout_s=stop_timeout, last=("redis",))
+            # The web server first (nothing new comes in), the workers, then Redis.
+            supervisor.stop_all(timeout_s=stop_timeout, first=("web",), last=("redis",))
             say("all stopped")
         if exit_code:
-            raise CommandError("a process of `up` exited unexpectedly")
+            raise CommandError("a process of `up` kept crashing")
 
     def _start_redis(self, supervisor: Supervisor, env: dict[str, str]) -> None:
         url = settings.REDIS_URL
@@ -104,13 +116,24 @@ class Command(BaseCommand):
         if not redis_server.wait_until_reachable(url, timeout_s=15):
             raise CommandError(f"started redis-server, but {url} did not answer")
         self._say(f"started a private Redis at {url} (keeps nothing on disk)")
+        # It starts empty: the queued tasks' messages (a task handed back by a worker that
+        # stopped with the last `up`, say) are gone. Send them again.
+        from webapp.jobs.services import tasks_send_queued
 
-    def _start_workers(self, supervisor: Supervisor, env: dict[str, str]) -> list[str]:
+        if sent := tasks_send_queued():
+            self._say(f"sent {len(sent)} queued task(s) again")
+
+    def _start_workers(
+        self, supervisor: Supervisor, env: dict[str, str], *, stop_timeout_s: float
+    ) -> list[str]:
         plan = worker_plan(detect_gpus(os.environ.get("CUDA_VISIBLE_DEVICES")))
         schedule = settings.VAR_DIR / "celerybeat-schedule"
         for spec in plan:
             argv = worker_argv(spec, beat_schedule=schedule)
-            supervisor.start(spec.name, argv, env=dict(env, **spec.env))
+            # SIGTERM to the worker's main process only: Celery's warm shutdown, which hands
+            # the running task back (workers/stopping.py); the group would kill it mid-task.
+            supervisor.start(spec.name, argv, env=dict(env, **spec.env), stop_main_only=True,
+                             stop_timeout_s=stop_timeout_s)  # fmt: skip
             self._say(f"{spec.name} -> queues {', '.join(spec.queues)}")
         return work_queues(plan)
 
