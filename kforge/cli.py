@@ -29,6 +29,7 @@ from kforge.progress import Progress
 MODEL_SUFFIXES = (".pt", ".pth", ".py", ".safetensors", ".onnx")
 SHAPE_FORMATS = {".csv": "csv", ".json": "json", ".yaml": "yaml", ".yml": "yaml"}
 RECONNECT_TRIES = 10
+DEFAULT_URL = "http://127.0.0.1:8000"
 
 
 class ExitCode(enum.IntEnum):
@@ -91,8 +92,10 @@ def _common_options() -> argparse.ArgumentParser:
     `kforge status J -q` are the same (SUPPRESS: a later parser keeps an earlier value). A new
     parser per use: parents share their action objects, and set_defaults would change them."""
     common = argparse.ArgumentParser(add_help=False)
+    # No %(default)s in these helps: SUPPRESS leaves argparse no default to print there, and
+    # `kforge <command> --help` died with KeyError: 'default' (issue 27).
     common.add_argument(
-        "--url", default=argparse.SUPPRESS, help="server (default: $KFORGE_URL or %(default)s)"
+        "--url", default=argparse.SUPPRESS, help=f"server (default: $KFORGE_URL or {DEFAULT_URL})"
     )
     common.add_argument("--token", default=argparse.SUPPRESS, help="API token ($KFORGE_TOKEN)")
     common.add_argument(
@@ -114,7 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"kforge {__version__}")
     parser.set_defaults(
-        url=os.environ.get("KFORGE_URL", "http://127.0.0.1:8000"),
+        url=os.environ.get("KFORGE_URL", DEFAULT_URL),
         token=None,
         timeout=60.0,
         quiet=False,

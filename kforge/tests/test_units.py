@@ -160,3 +160,15 @@ def test_a_job_with_a_budget_moves_the_bar_as_the_budget_is_spent_and_marks_inte
     assert "1.5/30 min" in last and "0/1 done" in last and "2 iter" in last, last
     assert "best interp." in last and "0.75" not in last
     assert progress.interpreter_tasks == {7}
+
+
+# --- What a new user hit, round 2 (issue 27) --------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [[], ["submit"], ["status"], ["cancel"], ["download"]])
+def test_every_command_has_a_help_page(command, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([*command, "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage: kforge" in out and "--url" in out and "http://127.0.0.1:8000" in out
