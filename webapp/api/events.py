@@ -29,6 +29,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from webapp.jobs import selectors as job_selectors
+from webapp.jobs.status import job_status_event
 
 BATCH = 500
 KEEPALIVE_S = 15.0
@@ -42,7 +43,7 @@ def sse(event: str, data: dict[str, Any], *, id_: int | None = None) -> str:
 async def job_event_stream(
     *, job_id: uuid.UUID, after: int, max_s: float, poll_s: float
 ) -> AsyncIterator[str]:
-    read_status = sync_to_async(job_selectors.job_status_event)
+    read_status = sync_to_async(job_status_event)
     read_iterations = sync_to_async(job_selectors.iterations_after)
     deadline = time.monotonic() + max_s
     last_status: dict[str, Any] | None = None

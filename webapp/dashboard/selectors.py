@@ -33,12 +33,12 @@ from django.db.models.functions import Coalesce
 
 from webapp.accounts.models import Team
 from webapp.dashboard.models import BoardEntry
-from webapp.jobs.models import Iteration, Job, Problem, Task
+from webapp.jobs.models import Iteration, Job, ModelRun, Problem, Task
 from webapp.jobs.selectors import jobs_visible_to
+from webapp.jobs.status import CPU_QUEUE
 
 JOBS_PER_PAGE = 25
 GROUPS_PER_PAGE = 20
-CPU_QUEUE = "cpu"  # the Triton-interpreter worker's queue (`up` without a GPU)
 
 FAILED_VERDICTS = (
     Iteration.Verdict.COMPILE_FAILED,
@@ -153,13 +153,17 @@ def job_budget(*, job: Job) -> Budget:
     queues = Task.objects.filter(job=job).aggregate(
         n=Count("id"), cpu=Count("id", filter=Q(queue=CPU_QUEUE))
     )
+    if queues["n"]:
+        on_cpu = queues["cpu"] == queues["n"]
+    else:  # a model job before (or without) its tasks: the queue it was sent to says
+        on_cpu = ModelRun.objects.filter(job=job, queue=CPU_QUEUE).exists()
     return Budget(
         gpu_s=used["gpu"] or 0.0,
         gpu_budget_s=60.0 * job.gpu_minutes,
         llm_cost_usd=used["llm"] or 0.0,
         llm_budget_usd=settings.KF_JOB_LLM_BUDGET_USD,
         iterations=used["n"],
-        on_cpu=queues["n"] > 0 and queues["cpu"] == queues["n"],
+        on_cpu=on_cpu,
     )
 
 

@@ -26,6 +26,7 @@ import kernels
 from webapp.accounts.models import Membership, Team
 from webapp.jobs import events, selectors
 from webapp.jobs.models import Iteration, Job, ModelRun, Problem, Task
+from webapp.jobs.status import job_status_event
 from workers.tasks import run_task as run_task_task
 
 log = logging.getLogger(__name__)
@@ -429,7 +430,7 @@ def tasks_requeue_stale(*, stale_after_s: float, max_attempts: int) -> list[int]
 
 def status_notify(job_id: uuid.UUID | str) -> None:
     """Tell the job's page (and API streams) its current status, after the row changed."""
-    events.broadcast(job_id, events.STATUS, selectors.job_status_event(job_id=job_id))
+    events.broadcast(job_id, events.STATUS, job_status_event(job_id=job_id))
 
 
 def check_route(work_queue: str) -> tuple[str, int]:

@@ -16,6 +16,7 @@ from webapp.jobs import selectors, services
 from webapp.jobs.forms import JobForm
 from webapp.jobs.models import Job
 from webapp.jobs.quotas import QuotaExceeded
+from webapp.jobs.status import job_status_event
 from webapp.jobs.submission import JobRequest, budget_minutes, jobs_submit
 
 
@@ -79,7 +80,7 @@ def job_detail(request: HttpRequest, job_id: uuid.UUID) -> HttpResponse:
         {
             "job": job,
             "problems": job.problems.all(),
-            "status": selectors.job_status_event(job_id=job.id),
+            "status": job_status_event(job_id=job.id),
             "budget": dashboard.job_budget(job=job),
             "hypothesis": dashboard.job_current_hypothesis(job=job),
             "has_winner": has_winner,
@@ -109,7 +110,7 @@ def job_events(request: HttpRequest, job_id: uuid.UUID) -> JsonResponse:
         after = 0
     return JsonResponse(
         {
-            "status": selectors.job_status_event(job_id=job.id),
+            "status": job_status_event(job_id=job.id),
             "iterations": selectors.iterations_after(job_id=job.id, after_seq=after),
         }
     )

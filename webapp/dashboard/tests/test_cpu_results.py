@@ -122,3 +122,20 @@ def test_an_untimed_attempt_on_the_cpu_carries_no_timed_in_the_interpreter_banne
     seq = Iteration.objects.get(task=task).seq
     page = alice_client.get(f"/jobs/{cpu.waiting.id}/iterations/{seq}/").content.decode()
     assert "need a GPU" in page and "Timed in Triton" not in page
+
+
+def test_a_model_job_that_failed_before_its_tasks_still_says_cpu_time(
+    alice, team, alice_client, django_capture_on_commit_callbacks
+):
+    """Issue 27: a failed model job on a CPU box said "GPU time 0 min of 30 min"."""
+    from kernels.model_source import check_model_source
+    from webapp.jobs import model_services
+    from webapp.jobs.tests.support import model_jobs
+    from webapp.jobs.tests.test_model_job_status import MODEL
+
+    source = check_model_source(MODEL.read_text(), "two_norms.py")
+    with django_capture_on_commit_callbacks(execute=False):
+        (job,) = model_jobs(alice, team, [source], queue="cpu")
+        assert model_services.model_fail(job_id=job.id, message="the profile failed")
+    page = alice_client.get(f"/jobs/{job.id}/").content.decode()
+    assert '<label for="gpu-meter">CPU time</label>' in page and "GPU time" not in page
