@@ -277,6 +277,12 @@ def _print_job(
         if task.get("error"):
             line += f"\n    error: {task['error'].strip().splitlines()[-1][:200]}"
         _say(line)
+    failure = job.get("failure")
+    if failure:  # a model job that failed has no task to show it: say why here
+        stage = f" ({failure['stage']})" if failure.get("stage") else ""
+        _say(f"  failed{stage}: {failure['message']}")
+        if failure.get("traceback"):
+            _say("    " + failure["traceback"].replace("\n", "\n    "))
 
 
 def _say(text: str) -> None:

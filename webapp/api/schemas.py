@@ -145,9 +145,21 @@ class JobOut(Schema):
     web_url: str
 
 
+class FailureOut(Schema):
+    stage: str = Field(
+        description="Where it failed: 'profile' or 'verify' (a model job's checks, with the "
+        "model's failing step in brackets, e.g. 'profile (forward)'), or 'optimize <problem>'."
+    )
+    message: str = Field(description="One line: what failed and the error.")
+    traceback: str = Field(description="The traceback's tail, without the server's paths.")
+
+
 class JobDetailOut(JobOut):
     problems: list[ProblemOut]
     tasks: list[TaskOut]
+    failure: FailureOut | None = Field(
+        None, description="Why the job failed (null unless its status is 'failed')."
+    )
 
 
 class ModelJobOut(JobDetailOut):

@@ -19,6 +19,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from webapp.jobs.failures import scrub_paths
 from webapp.jobs.models import Iteration, Job, ModelRun, Task
 from webapp.jobs.selectors import BEST_VERDICTS, best_baseline, why_not_ranked
 
@@ -87,7 +88,7 @@ def time_word(queue: str) -> str:
 def task_note(*, stop_reason: str, error: str, queue: str) -> str:
     """The job page's Note cell: an error's last line, else why the run stopped, in words."""
     if error.strip():
-        return error.strip().splitlines()[-1][:200]
+        return scrub_paths(error.strip().splitlines()[-1])[:200]
     return STOP_REASONS.get(stop_reason, stop_reason).format(time=time_word(queue))
 
 

@@ -33,6 +33,7 @@ from webapp.api.schemas import (
 from webapp.downloads.builder import build_package
 from webapp.downloads.manifest import winner_path
 from webapp.jobs import selectors as job_selectors
+from webapp.jobs.failures import job_failure, scrub_paths
 from webapp.jobs.models import Job, Task
 from webapp.jobs.shapes import ShapeFormat
 
@@ -93,7 +94,7 @@ def _task_out(task: Task) -> dict:
         "status": task.status,
         "attempt": task.attempt,
         "stop_reason": task.stop_reason,
-        "error": task.error,
+        "error": scrub_paths(task.error),
         "started_at": task.started_at,
         "finished_at": task.finished_at,
         "iterations": task.n_iterations,
@@ -114,7 +115,13 @@ def _job_detail(request: HttpRequest, job: Job) -> dict:
         for p in job.problems.all()
     ]
     tasks = [_task_out(t) for t in _tasks(job)]
-    return {**_job_out(request, job), "problems": problems, "tasks": tasks}
+    failure = job_failure(job=job)
+    return {
+        **_job_out(request, job),
+        "problems": problems,
+        "tasks": tasks,
+        "failure": failure.to_dict() if failure else None,
+    }
 
 
 # --- jobs ------------------------------------------------------------------------------------
