@@ -274,6 +274,11 @@ def _print_job(
         if task.get("id") in interpreter_tasks:
             best = "interp. (CPU interpreter timings check correctness, not speed)"
         line = f"  {task['problem']:<32} {task['status']:<10} {task['iterations']:>4} iterations, best {best}"
+        if task.get("queue_position") is not None:  # why it waits, and for how long at most
+            ahead, wait = task["queue_position"], task.get("wait_estimate_s") or 0
+            line += f"\n    {ahead} task{'' if ahead == 1 else 's'} ahead on {task['queue']}" + (
+                f", starts within about {max(1, round(wait / 60))} min" if ahead else ""
+            )
         if task.get("error"):
             line += f"\n    error: {task['error'].strip().splitlines()[-1][:200]}"
         _say(line)

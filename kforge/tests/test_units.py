@@ -172,3 +172,25 @@ def test_every_command_has_a_help_page(command, capsys):
     assert exit_.value.code == 0
     out = capsys.readouterr().out
     assert "usage: kforge" in out and "--url" in out and "http://127.0.0.1:8000" in out
+
+
+def test_status_says_why_a_task_waits_and_why_a_job_failed(capsys):
+    from kforge.cli import _print_job
+
+    task = {
+        "id": 1,
+        "problem": "rmsnorm/8x64/fp32",
+        "queue": "cpu",
+        "status": "queued",
+        "iterations": 0,
+        "best_speedup": None,
+        "queue_position": 2,
+        "wait_estimate_s": 1190,
+    }
+    failure = {"stage": "profile (forward)", "message": "RuntimeError: bad", "traceback": "a\nb"}
+    _print_job({"id": "j", "title": "t", "team": "ml", "status": "queued", "tasks": [task]})
+    _print_job({"id": "j", "title": "t", "team": "ml", "status": "failed", "tasks": [],
+                "failure": failure})  # fmt: skip
+    err = capsys.readouterr().err
+    assert "2 tasks ahead on cpu, starts within about 20 min" in err
+    assert "failed (profile (forward)): RuntimeError: bad\n    a\n    b" in err

@@ -205,6 +205,25 @@
     }
     // We hold fewer events than the job has handed out: fetch the missing ones.
     if (status.last_seq > lastSeq) requestBackfill();
+    pollWhileQueued(status);
+  }
+
+  // A queued task's place moves when other jobs' tasks end, which this job's socket does not
+  // hear of: while one of its tasks waits, read the status again every 20 s.
+  let pollTimer = 0;
+  function pollWhileQueued(status) {
+    clearTimeout(pollTimer);
+    if (status.terminal || !status.tasks.some((t) => t.status === "queued")) return;
+    pollTimer = setTimeout(function () {
+      fetch(table.dataset.eventsUrl + "?after=" + lastSeq, { credentials: "same-origin" })
+        .then((r) => (r.ok ? r.json() : null))
+        .then((data) => {
+          if (!data) return pollWhileQueued(status);
+          queueIterations(data.iterations);
+          applyStatus(data.status);
+        })
+        .catch(() => pollWhileQueued(status));
+    }, 20000);
   }
 
   // A full backfill page: ask for the next one after its last row (rows not yet drawn).

@@ -127,6 +127,16 @@ class TaskOut(Schema):
     finished_at: datetime | None
     iterations: int
     best_speedup: float | None
+    queue_position: int | None = Field(
+        None,
+        description="While queued: tasks ahead of it on its queue (running, or queued before "
+        "it); a worker runs one task at a time, for every team.",
+    )
+    wait_estimate_s: float | None = Field(
+        None,
+        description="While queued: at most this many seconds before it starts (the budgets "
+        "left of the tasks ahead, per running worker).",
+    )
 
 
 class JobOut(Schema):

@@ -30,7 +30,7 @@ from webapp.jobs.forms import JobForm
 from webapp.jobs.models import Job
 from webapp.jobs.quotas import QuotaExceeded
 from webapp.jobs.shapes import ShapeFormat
-from webapp.jobs.submission import BudgetTooSmall, JobRequest, budget_minutes, jobs_submit
+from webapp.jobs.submission import JobRequest, jobs_submit
 
 TOKEN_PREFIX = "kf_"
 PREFIX_CHARS = 10  # random part of the lookup prefix
@@ -119,6 +119,7 @@ _FORM_FIELD_CODES = (
     ("team", "team", ErrorCode.UNKNOWN_TEAM),
     ("title", "title", ErrorCode.VALIDATION_ERROR),
     ("kind", "kind", ErrorCode.VALIDATION_ERROR),
+    ("budget", "gpu_minutes", ErrorCode.VALIDATION_ERROR),
     ("__all__", "", ErrorCode.VALIDATION_ERROR),
 )
 
@@ -152,6 +153,7 @@ def job_submit_shapes(
         "title": title,
         "kind": Job.Kind.SHAPES,
         "queue": queue or settings.KF_QUEUES[0],
+        "budget": gpu_minutes,
     }
     files = {}
     if fmt is ShapeFormat.AUTO:
@@ -160,7 +162,7 @@ def job_submit_shapes(
         # As an upload named for its format, so the form's size and UTF-8 checks apply too.
         files["shapes_file"] = SimpleUploadedFile(f"shapes.{fmt.value}", shapes.encode())
     form = _validated_form(user=principal.user, data=data, files=files)
-    (job,) = _submit(principal, form, gpu_minutes)
+    (job,) = _submit(principal, form)
     return job
 
 
@@ -180,23 +182,19 @@ def job_submit_model(
         "title": title,
         "kind": Job.Kind.MODEL,
         "queue": queue or settings.KF_QUEUES[0],
+        "budget": gpu_minutes,
     }
     form = _validated_form(user=principal.user, data=data, files={"model_file": model_file})
-    return _submit(principal, form, gpu_minutes)
+    return _submit(principal, form)
 
 
-def _submit(principal: Principal, form: JobForm, gpu_minutes: int | None) -> list[Job]:
-    if gpu_minutes is not None and gpu_minutes < 1:
-        raise ApiError(ErrorCode.VALIDATION_ERROR, "gpu_minutes must be at least 1.")
-    try:
-        minutes = budget_minutes(n_problems=len(form.problems), requested=gpu_minutes)
-    except BudgetTooSmall as exc:
-        details = [{"field": "gpu_minutes", "message": str(exc)}]
-        raise ApiError(ErrorCode.VALIDATION_ERROR, str(exc), details) from None
+def _submit(principal: Principal, form: JobForm) -> list[Job]:
+    """The form has checked the budget too (gpu_minutes is its `budget` field)."""
     with transaction.atomic():
         try:
             jobs = jobs_submit(
-                user=principal.user, request=JobRequest.from_form(form, gpu_minutes=minutes)
+                user=principal.user,
+                request=JobRequest.from_form(form, gpu_minutes=form.gpu_minutes),
             )
         except QuotaExceeded as exc:
             raise ApiError(ErrorCode(exc.code), exc.message, exc.details) from None

@@ -34,8 +34,8 @@ from django.db.models.functions import Coalesce
 from webapp.accounts.models import Team
 from webapp.dashboard.models import BoardEntry
 from webapp.jobs.models import Iteration, Job, ModelRun, Problem, Task
+from webapp.jobs.queue import CPU_QUEUE
 from webapp.jobs.selectors import jobs_visible_to
-from webapp.jobs.status import CPU_QUEUE
 
 JOBS_PER_PAGE = 25
 GROUPS_PER_PAGE = 20

@@ -16,6 +16,7 @@ from kernels.problem import DTYPE_SPELLINGS
 from webapp.accounts.selectors import teams_for_user
 from webapp.jobs.models import Job
 from webapp.jobs.shapes import ShapeFormat, ShapeSetError, parse_shape_set
+from webapp.jobs.submission import BudgetTooSmall, budget_minutes
 
 # .py (KernelBench convention) and .zip (a bundle of them) are profiled; nothing reads weights
 # (.pt, .safetensors, .onnx) yet, so they are refused rather than stored where nothing reads them.
@@ -95,6 +96,13 @@ class JobForm(forms.Form):
         "block or a small MLP. No file to upload.",
     )
     queue = forms.ChoiceField(label="Run on", choices=())
+    budget = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=1_000_000,  # the API's limit too
+        label="Budget (minutes)",
+        widget=forms.NumberInput(attrs={"inputmode": "numeric"}),
+    )
 
     def __init__(self, *args, user: AbstractBaseUser, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -104,6 +112,8 @@ class JobForm(forms.Form):
         self.problems = []
         self.model_sources = []  # kernels.model_source.ModelSource, when the model is profiled
         self.ops_help = op_help()
+        self.gpu_minutes = 0  # the job's budget, once valid (submission.budget_minutes)
+        self.fields["budget"].help_text = budget_help()
         self.dtype_spellings = dtype_spellings()
 
     def clean_shapes_file(self) -> UploadedFile | None:
@@ -148,7 +158,18 @@ class JobForm(forms.Form):
             self.add_error("model_file", "Choose a model file to upload.")
         elif kind == Job.Kind.MODEL and data.get("model_file"):
             self._clean_model_source(data["model_file"])
+        self._clean_budget(data)
         return data
+
+    def _clean_budget(self, data: dict) -> None:
+        try:
+            self.gpu_minutes = budget_minutes(
+                n_problems=len(self.problems),
+                requested=data.get("budget"),
+                queue=data.get("queue") or "",
+            )
+        except BudgetTooSmall as error:
+            self.add_error("budget", str(error))
 
     def _clean_example(self, data: dict) -> None:
         if data.get("model_file"):
@@ -197,6 +218,17 @@ class JobForm(forms.Form):
         except ShapeSetError as error:
             for message in error.messages:
                 self.add_error(field, message)
+
+
+def budget_help() -> str:
+    """What an empty budget gets, and why a long one matters to everyone else."""
+    return (
+        f"Empty: {settings.KF_CPU_JOB_DEFAULT_MINUTES} min on the CPU, "
+        f"{settings.KF_JOB_DEFAULT_GPU_MINUTES} min on a GPU, and at least "
+        f"{settings.KF_MIN_PROBLEM_GPU_MINUTES:g} per problem of a shape set. Each problem's "
+        "search stops when its share is spent. A worker runs one task at a time for every "
+        "team, so jobs queued after this one wait for it."
+    )
 
 
 def _queue_label(queue: str) -> str:

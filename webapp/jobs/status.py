@@ -21,9 +21,8 @@ from typing import Any
 
 from webapp.jobs.failures import scrub_paths
 from webapp.jobs.models import Iteration, Job, ModelRun, Task
+from webapp.jobs.queue import CPU_QUEUE, queue_spots, queued_note, time_word
 from webapp.jobs.selectors import BEST_VERDICTS, best_baseline, why_not_ranked
-
-CPU_QUEUE = "cpu"  # the Triton-interpreter worker's queue (`up` without a GPU)
 
 # Attempts that passed every correctness stage (a reverted one passed but was not faster).
 PASSED_VERDICTS = (*BEST_VERDICTS, Iteration.Verdict.REVERTED)
@@ -55,6 +54,7 @@ def job_status_event(*, job_id: uuid.UUID | str) -> dict[str, Any]:
     if job.status == Job.Status.RUNNING and verifying.exists():
         label = ModelRun.Status.VERIFYING.label
     searches = task_searches(job_id=job.id)
+    spots = queue_spots(job_id=job.id)
     return {
         "job": str(job.id),
         "status": job.status,
@@ -71,18 +71,15 @@ def job_status_event(*, job_id: uuid.UUID | str) -> dict[str, Any]:
                 "status_label": Task.Status(t.status).label,
                 "attempt": t.attempt,
                 "stop_reason": t.stop_reason,
-                "note": task_note(stop_reason=t.stop_reason, error=t.error, queue=t.queue),
+                "note": queued_note(spots.get(t.id), t.queue)
+                or task_note(stop_reason=t.stop_reason, error=t.error, queue=t.queue),
+                "queue_position": spots[t.id].ahead if t.id in spots else None,
                 "error": t.error[:500],
                 "search": searches[t.id].to_dict(),
             }
             for t in tasks
         ],
     }
-
-
-def time_word(queue: str) -> str:
-    """What a task's budget buys: CPU time on the interpreter queue, GPU time elsewhere."""
-    return "CPU" if queue == CPU_QUEUE else "GPU"
 
 
 def task_note(*, stop_reason: str, error: str, queue: str) -> str:

@@ -17,7 +17,7 @@ from webapp.jobs.forms import JobForm
 from webapp.jobs.models import Job
 from webapp.jobs.quotas import QuotaExceeded
 from webapp.jobs.status import job_status_event
-from webapp.jobs.submission import JobRequest, budget_minutes, jobs_submit
+from webapp.jobs.submission import JobRequest, jobs_submit
 
 
 @login_required
@@ -53,12 +53,9 @@ def job_new(request: HttpRequest) -> HttpResponse:
         return redirect("accounts:teams")
     form = JobForm(request.POST or None, request.FILES or None, user=request.user)
     if request.method == "POST" and form.is_valid():
-        # The form's jobs get the default budget (grown for a large shape set); the API's may
-        # ask for another.
-        minutes = budget_minutes(n_problems=len(form.problems), requested=None)
         try:
             jobs = jobs_submit(
-                user=request.user, request=JobRequest.from_form(form, gpu_minutes=minutes)
+                user=request.user, request=JobRequest.from_form(form, gpu_minutes=form.gpu_minutes)
             )
         except QuotaExceeded as exc:
             form.add_error(None, exc.message)

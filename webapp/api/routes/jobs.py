@@ -35,6 +35,7 @@ from webapp.downloads.manifest import winner_path
 from webapp.jobs import selectors as job_selectors
 from webapp.jobs.failures import job_failure, scrub_paths
 from webapp.jobs.models import Job, Task
+from webapp.jobs.queue import QueueSpot, queue_spots
 from webapp.jobs.shapes import ShapeFormat
 
 router = Router(tags=["jobs"])
@@ -86,7 +87,7 @@ def _tasks(job: Job) -> QuerySet[Task]:
     )
 
 
-def _task_out(task: Task) -> dict:
+def _task_out(task: Task, spot: QueueSpot | None = None) -> dict:
     return {
         "id": task.id,
         "problem": task.problem.key,
@@ -99,6 +100,8 @@ def _task_out(task: Task) -> dict:
         "finished_at": task.finished_at,
         "iterations": task.n_iterations,
         "best_speedup": task.best,
+        "queue_position": spot.ahead if spot else None,
+        "wait_estimate_s": round(spot.wait_s) if spot else None,
     }
 
 
@@ -114,7 +117,8 @@ def _job_detail(request: HttpRequest, job: Job) -> dict:
         }
         for p in job.problems.all()
     ]
-    tasks = [_task_out(t) for t in _tasks(job)]
+    spots = queue_spots(job_id=job.id)
+    tasks = [_task_out(t, spots.get(t.id)) for t in _tasks(job)]
     failure = job_failure(job=job)
     return {
         **_job_out(request, job),

@@ -92,7 +92,7 @@ def test_without_a_budget_a_large_shape_set_gets_enough_for_every_problem(alice_
 def test_a_budget_too_small_for_its_problems_says_how_much_they_need(alice_api, submit):
     response = submit(alice_api, gpu_minutes=3)
     message = response.json()["error"]["message"]
-    assert "2 problems need at least 4 GPU minutes" in message and "90 s" in message
+    assert "2 problems need at least 4 CPU minutes" in message and "90 s" in message
 
 
 def test_it_answers_malformed_json_with_a_json_error(alice_api):
