@@ -126,7 +126,10 @@ class TaskOut(Schema):
     started_at: datetime | None
     finished_at: datetime | None
     iterations: int
-    best_speedup: float | None
+    best_speedup: float | None = Field(
+        description="The best kept kernel's speedup over the fastest baseline it was timed "
+        "against (the number the pages, the leaderboards and the package show)."
+    )
     queue_position: int | None = Field(
         None,
         description="While queued: tasks ahead of it on its queue (running, or queued before "
@@ -255,7 +258,11 @@ class WinnersOut(Schema):
 
 class LeaderboardEntryOut(Schema):
     rank: int
-    speedup: float
+    speedup: float = Field(
+        description="Over the fastest baseline it was timed against (`baseline`), as its "
+        "package reports it."
+    )
+    baseline: str
     job_id: uuid.UUID
     job_title: str
     team_slug: str

@@ -35,7 +35,7 @@ from webapp.accounts.models import Team
 from webapp.dashboard.models import BoardEntry
 from webapp.jobs.models import Iteration, Job, ModelRun, Problem, Task
 from webapp.jobs.queue import CPU_QUEUE
-from webapp.jobs.selectors import jobs_visible_to
+from webapp.jobs.selectors import best_baseline, jobs_visible_to
 
 JOBS_PER_PAGE = 25
 GROUPS_PER_PAGE = 20
@@ -80,7 +80,7 @@ def job_list_page(
         kept.filter(interpreter=False)
         .order_by()
         .values("job")
-        .annotate(best=Max("speedup"))
+        .annotate(best=Max("fastest_speedup"))
         .values("best")
     )
     problems = (
@@ -362,7 +362,8 @@ class BoardRow:
     job_title: str
     seq: int
     candidate_id: str
-    speedup: float
+    speedup: float  # over the fastest baseline (Iteration.fastest_speedup): the headline
+    baseline: str  # that baseline's name
     speedups: dict[str, float]
     pct_of_roof: float | None
     created_at: Any
@@ -475,7 +476,8 @@ def _board_groups(shown: dict[tuple[str, str], list[tuple]]) -> list[BoardGroup]
                     job_title=it.job.title,
                     seq=it.seq,
                     candidate_id=it.candidate_id,
-                    speedup=it.speedup,
+                    speedup=row[3],
+                    baseline=fastest.baseline if (fastest := best_baseline(evaluation)) else "",
                     speedups=dict(sorted((timings.get("speedups") or {}).items())),
                     pct_of_roof=evaluation.get("pct_of_roof"),
                     created_at=it.created_at,
@@ -520,5 +522,5 @@ def team_stats(*, team: Team) -> dict[str, Any]:
         "jobs": Job.objects.filter(team=team).count(),
         "kept": kept.count(),
         # Interpreter ratios are no "best" (Iteration.interpreter: jobs.selectors.result_facts).
-        "best": kept.filter(interpreter=False).aggregate(best=Max("speedup"))["best"],
+        "best": kept.filter(interpreter=False).aggregate(best=Max("fastest_speedup"))["best"],
     }

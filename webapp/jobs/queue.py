@@ -32,9 +32,14 @@ class QueueSpot:
     wait_s: float  # at most this long before it starts: the budgets left ahead, per worker
 
 
-def queue_spots(*, job_id: uuid.UUID | str) -> dict[int, QueueSpot]:
-    """Task id -> its spot, for each queued task of the job. Three queries."""
-    mine = list(Task.objects.filter(job_id=job_id, status=Task.Status.QUEUED).order_by("id"))
+def queue_spots(
+    *, job_id: uuid.UUID | str, tasks: list[Task] | None = None
+) -> dict[int, QueueSpot]:
+    """Task id -> its spot, for each queued task of the job (`tasks`: the job's, when the
+    caller has them). No query when none is queued, else up to three."""
+    if tasks is None:
+        tasks = list(Task.objects.filter(job_id=job_id))
+    mine = sorted((t for t in tasks if t.status == Task.Status.QUEUED), key=lambda t: t.id)
     if not mine:
         return {}
     active = list(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import BooleanField, Count, ExpressionWrapper, Q, QuerySet
+from django.db.models import BooleanField, Count, ExpressionWrapper, F, Q, QuerySet
 
 from webapp.jobs.models import Iteration, Job, ModelRun, Task
 
@@ -93,6 +93,12 @@ def best_baseline(evaluation: dict[str, Any] | None) -> BaselineSpeedup | None:
     return BaselineSpeedup(baseline=name, speedup=float(timed[name]))
 
 
+def fastest_speedup(evaluation: dict[str, Any] | None) -> float | None:
+    """Iteration.fastest_speedup: the speedup over the fastest baseline timed, else None."""
+    best = best_baseline(evaluation)
+    return best.speedup if best else None
+
+
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -114,12 +120,12 @@ class Winner:
 
 
 def job_winners(*, job_id: uuid.UUID | str) -> list[Winner]:
-    """Per task, the ranked iteration with the highest speedup (the earliest on a tie), in
-    problem order; tasks with none are served by PyTorch. One query."""
+    """Per task, the ranked iteration fastest over its fastest baseline (the earliest on a
+    tie), in problem order; tasks with none are served by PyTorch. One query."""
     rows = (
         Iteration.objects.filter(job_id=job_id, ranked=True)
         .select_related("task__problem", "job__team")
-        .order_by("-speedup", "seq")
+        .order_by(F("fastest_speedup").desc(nulls_last=True), "seq")
     )
     best: dict[int, Iteration] = {}
     for it in rows:

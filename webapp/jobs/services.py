@@ -242,6 +242,7 @@ def iteration_record(*, task_id: int, attempt: int, data: IterationData) -> Iter
                 evaluation=data.evaluation,
                 speedup=data.speedup,
                 best_speedup=data.best_speedup,
+                fastest_speedup=selectors.fastest_speedup(data.evaluation),
                 interpreter=facts.interpreter,
                 implausible=facts.implausible,
                 ranked=facts.ranked,
@@ -286,6 +287,7 @@ def iteration_final_record(
         )
         it.final_evaluation = evaluation
         it.beats_baselines = beats_baselines
+        it.fastest_speedup = selectors.fastest_speedup(evaluation)
         it.interpreter, it.implausible, it.ranked = (
             facts.interpreter,
             facts.implausible,
@@ -296,6 +298,7 @@ def iteration_final_record(
             update_fields=[
                 "final_evaluation",
                 "beats_baselines",
+                "fastest_speedup",
                 "interpreter",
                 "implausible",
                 "ranked",

@@ -47,14 +47,14 @@ STOP_REASONS = {
 def job_status_event(*, job_id: uuid.UUID | str) -> dict[str, Any]:
     """The job's and its tasks' current states, sent on connect and after each transition."""
     job = Job.objects.get(id=job_id)
-    tasks = Task.objects.filter(job_id=job_id).select_related("problem").order_by("id")
+    tasks = list(Task.objects.filter(job_id=job_id).select_related("problem").order_by("id"))
     label = Job.Status(job.status).label
     # A model job stays running through its end-to-end check: the header says which part.
     verifying = Job.objects.filter(id=job.id, model_run__status=ModelRun.Status.VERIFYING)
     if job.status == Job.Status.RUNNING and verifying.exists():
         label = ModelRun.Status.VERIFYING.label
-    searches = task_searches(job_id=job.id)
-    spots = queue_spots(job_id=job.id)
+    searches = task_searches(job_id=job.id, tasks=tasks)
+    spots = queue_spots(job_id=job.id, tasks=tasks)
     return {
         "job": str(job.id),
         "status": job.status,
@@ -111,10 +111,14 @@ class TaskSearch:
         return asdict(self)
 
 
-def task_searches(*, job_id: uuid.UUID | str) -> dict[int, TaskSearch]:
-    """Task id -> its search, for every task of the job. Two queries whatever the history:
-    the passing attempts' small columns, then the measurements of each family's best."""
-    tasks = list(Task.objects.filter(job_id=job_id).select_related("problem"))
+def task_searches(
+    *, job_id: uuid.UUID | str, tasks: list[Task] | None = None
+) -> dict[int, TaskSearch]:
+    """Task id -> its search, for every task of the job (`tasks`, when the caller has them).
+    Two queries whatever the history: the passing attempts' small columns, then the
+    measurements of each family's best."""
+    if tasks is None:
+        tasks = list(Task.objects.filter(job_id=job_id).select_related("problem"))
     passed = list(
         Iteration.objects.filter(job_id=job_id, verdict__in=PASSED_VERDICTS)
         .only("id", "task_id", "family", "speedup", "interpreter", "ranked", "verdict", "index")
