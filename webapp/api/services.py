@@ -145,8 +145,12 @@ def job_submit_shapes(
     fmt: ShapeFormat = ShapeFormat.AUTO,
     queue: str | None = None,
     gpu_minutes: int | None = None,
+    idempotency_key: str = "",
 ) -> Job:
-    """Validate like the web form, then submit like it (quotas and budget included)."""
+    """Validate like the web form, then submit like it (quotas and budget included). A repeat
+    of an earlier request's Idempotency-Key returns that request's job."""
+    if earlier := submitted_with_key(principal=principal, key=idempotency_key):
+        return earlier[0]
     team = team_for_submission(principal=principal, slug=team_slug)
     data = {
         "team": team.id,
@@ -162,7 +166,7 @@ def job_submit_shapes(
         # As an upload named for its format, so the form's size and UTF-8 checks apply too.
         files["shapes_file"] = SimpleUploadedFile(f"shapes.{fmt.value}", shapes.encode())
     form = _validated_form(user=principal.user, data=data, files=files)
-    (job,) = _submit(principal, form)
+    (job,) = _submit(principal, form, idempotency_key)
     return job
 
 
@@ -174,8 +178,12 @@ def job_submit_model(
     model_file: UploadedFile,
     queue: str | None = None,
     gpu_minutes: int | None = None,
+    idempotency_key: str = "",
 ) -> list[Job]:
-    """A model file (or a .zip of them: one job each), profiled and optimized like the form's."""
+    """A model file (or a .zip of them: one job each), profiled and optimized like the form's.
+    A repeat of an earlier request's Idempotency-Key returns that request's jobs."""
+    if earlier := submitted_with_key(principal=principal, key=idempotency_key):
+        return earlier
     team = team_for_submission(principal=principal, slug=team_slug)
     data = {
         "team": team.id,
@@ -185,12 +193,27 @@ def job_submit_model(
         "budget": gpu_minutes,
     }
     form = _validated_form(user=principal.user, data=data, files={"model_file": model_file})
-    return _submit(principal, form)
+    return _submit(principal, form, idempotency_key)
 
 
-def _submit(principal: Principal, form: JobForm) -> list[Job]:
-    """The form has checked the budget too (gpu_minutes is its `budget` field)."""
+def submitted_with_key(*, principal: Principal, key: str) -> list[Job]:
+    """The jobs this user's earlier request with this Idempotency-Key made ([] if none)."""
+    if not key:
+        return []
+    rows = JobSubmission.objects.filter(token__user=principal.user, idempotency_key=key)
+    return list(Job.objects.filter(api_submission__in=rows).order_by("created_at", "id"))
+
+
+def _submit(principal: Principal, form: JobForm, idempotency_key: str = "") -> list[Job]:
+    """The form has checked the budget too (gpu_minutes is its `budget` field). With an
+    Idempotency-Key, the team row is locked first, so of two concurrent requests with the same
+    key the second waits for the first and then finds its jobs."""
     with transaction.atomic():
+        if idempotency_key:
+            Team.objects.select_for_update().filter(id=form.cleaned_data["team"].id).first()
+            earlier = submitted_with_key(principal=principal, key=idempotency_key)
+            if earlier:
+                return earlier
         try:
             jobs = jobs_submit(
                 user=principal.user,
@@ -199,7 +222,10 @@ def _submit(principal: Principal, form: JobForm) -> list[Job]:
         except QuotaExceeded as exc:
             raise ApiError(ErrorCode(exc.code), exc.message, exc.details) from None
         JobSubmission.objects.bulk_create(
-            [JobSubmission(job=job, token=principal.token) for job in jobs]
+            [
+                JobSubmission(job=job, token=principal.token, idempotency_key=idempotency_key)
+                for job in jobs
+            ]
         )
     return jobs
 

@@ -138,7 +138,8 @@ def _job_detail(request: HttpRequest, job: Job) -> dict:
     summary="Create a job from a shape set",
 )
 def job_create(request: HttpRequest, payload: JobCreateIn) -> Status:
-    """Same validation as the web form; counts against the team's quotas (429 when full)."""
+    """Same validation as the web form; counts against the team's quotas (429 when full).
+    With an `Idempotency-Key` header, a repeat of the request returns the job it made."""
     if payload.problems is not None:
         shapes, fmt = _problems_json(payload), ShapeFormat.JSON
     else:
@@ -151,8 +152,18 @@ def job_create(request: HttpRequest, payload: JobCreateIn) -> Status:
         fmt=fmt,
         queue=payload.queue,
         gpu_minutes=payload.gpu_minutes,
+        idempotency_key=_idempotency_key(request),
     )
     return Status(201, _job_detail(request, job))
+
+
+def _idempotency_key(request: HttpRequest) -> str:
+    """The Idempotency-Key header: a client's name for one submission, so a retried POST
+    (a timeout, a dropped connection) gets the job it already made instead of a second one."""
+    key = request.headers.get("Idempotency-Key", "").strip()
+    if len(key) > 200:
+        raise ApiError(ErrorCode.VALIDATION_ERROR, "Idempotency-Key is longer than 200 characters.")
+    return key
 
 
 def _problems_json(payload: JobCreateIn) -> str:
@@ -174,7 +185,8 @@ def job_create_from_model(
 ) -> Status:
     """A .py in the KernelBench convention (Model, get_inputs, get_init_inputs), or a .zip of
     them (one job each), as on the web form: profiled, planned, optimized and verified end to
-    end. Each job gets `gpu_minutes` (the default when omitted)."""
+    end. Each job gets `gpu_minutes` (the default when omitted). With an `Idempotency-Key`
+    header, a repeat of the request returns the jobs it made."""
     jobs = services.job_submit_model(
         principal=principal(request),
         team_slug=team,
@@ -182,6 +194,7 @@ def job_create_from_model(
         model_file=model_file,
         queue=queue,
         gpu_minutes=gpu_minutes,
+        idempotency_key=_idempotency_key(request),
     )
     return Status(
         201, {**_job_detail(request, jobs[0]), "submitted_jobs": [job.id for job in jobs]}
