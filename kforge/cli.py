@@ -259,8 +259,9 @@ def _wait(client: Client, job: dict[str, Any], *, quiet: bool) -> int:
 
 
 def _finish(client: Client, job_id: str, progress: Progress) -> int:
-    progress.close()
     job = client.job(job_id)
+    progress.finish(job["status"])
+    progress.close()
     _print_job(job, interpreter_tasks=progress.interpreter_tasks)
     return FINAL_EXIT.get(job["status"], ExitCode.JOB_FAILED)
 

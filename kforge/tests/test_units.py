@@ -194,3 +194,22 @@ def test_status_says_why_a_task_waits_and_why_a_job_failed(capsys):
     err = capsys.readouterr().err
     assert "2 tasks ahead on cpu, starts within about 20 min" in err
     assert "failed (profile (forward)): RuntimeError: bad\n    a\n    b" in err
+
+
+def test_the_bar_ends_full_and_its_clock_runs_between_events():
+    """Issue 27: `--wait`'s bar ended at "6 %" (the job stopped before its budget was spent)
+    and its clock stood still between events."""
+    import io
+    import time
+
+    from kforge.progress import Progress
+
+    stream = io.StringIO()
+    progress = Progress(title="t", problems=1, budget_minutes=30, stream=stream)
+    progress.on_iteration({"task": 1, "verdict": "kept", "speedup": 1.2, "gpu_s": 108.0})
+    time.sleep(2.3)  # no event: the clock still moves
+    assert "[00:02" in _shown(stream)
+    progress.finish("done")
+    progress.close()
+    last = _shown(stream).strip().splitlines()[-1]
+    assert "100%" in last and "done, 1.8 of 30 min used, best 1.20x, 1 iter" in last, last

@@ -35,7 +35,7 @@ from webapp.accounts.models import Team
 from webapp.dashboard.models import BoardEntry
 from webapp.jobs.models import Iteration, Job, ModelRun, Problem, Task
 from webapp.jobs.queue import CPU_QUEUE
-from webapp.jobs.selectors import best_baseline, jobs_visible_to
+from webapp.jobs.selectors import BEST_VERDICTS, best_baseline, jobs_visible_to
 
 JOBS_PER_PAGE = 25
 GROUPS_PER_PAGE = 20
@@ -524,3 +524,31 @@ def team_stats(*, team: Team) -> dict[str, Any]:
         # Interpreter ratios are no "best" (Iteration.interpreter: jobs.selectors.result_facts).
         "best": kept.filter(interpreter=False).aggregate(best=Max("fastest_speedup"))["best"],
     }
+
+
+# --- Compare page -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompareChoice:
+    ref: str  # "<job id>/<seq>", what the picker takes
+    label: str
+
+
+def compare_choices(
+    *, user: AbstractBaseUser | AnonymousUser, limit: int = 30
+) -> list[CompareChoice]:
+    """The kept kernels the user can see, newest first: what the empty picker offers."""
+    rows = (
+        Iteration.objects.filter(job__in=jobs_visible_to(user=user), verdict__in=BEST_VERDICTS)
+        .select_related("task__problem", "job")
+        .only("job_id", "seq", "fastest_speedup", "interpreter", "job__title", "task__problem__key")
+        .order_by("-created_at")[:limit]
+    )
+    return [
+        CompareChoice(
+            ref=f"{it.job_id}/{it.seq}",
+            label=f"{it.job.title} #{it.seq} · {it.task.problem.key}",
+        )
+        for it in rows
+    ]

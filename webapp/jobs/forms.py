@@ -30,6 +30,12 @@ def example_choices() -> list[tuple[str, str]]:
     return [("", "— upload my own —")] + [(n, n.replace("_", " ")) for n in names]
 
 
+def example_help() -> str:
+    """Every shipped example by name, from the folder (the help once forgot llama decode)."""
+    names = ", ".join(label for name, label in example_choices() if name)
+    return f"Shipped in examples/models/ (KernelBench convention): {names}. No file to upload."
+
+
 SHAPES_EXAMPLE = "op,shape,dtype\nmatmul,4096x4096x4096,bf16\nrmsnorm,8192x4096,fp16"
 
 
@@ -92,8 +98,6 @@ class JobForm(forms.Form):
         required=False,
         label="…or start from an example model",
         choices=(),
-        help_text="Shipped in examples/models/ (KernelBench convention): a Llama block, a GPT "
-        "block or a small MLP. No file to upload.",
     )
     queue = forms.ChoiceField(label="Run on", choices=())
     budget = forms.IntegerField(
@@ -114,6 +118,16 @@ class JobForm(forms.Form):
         self.ops_help = op_help()
         self.gpu_minutes = 0  # the job's budget, once valid (submission.budget_minutes)
         self.fields["budget"].help_text = budget_help()
+        # The browser checks each file against its own limit before sending it (static/js/
+        # job_form.js): past the server's cap nothing reaches this form to say which limit.
+        for name, limit in (
+            ("shapes_file", settings.KF_MAX_SHAPE_FILE_BYTES),
+            ("model_file", settings.KF_MAX_MODEL_FILE_BYTES),
+        ):
+            self.fields[name].widget.attrs.update(
+                {"data-max-bytes": str(limit), "data-max-text": filesizeformat(limit)}
+            )
+        self.fields["example"].help_text = example_help()
         self.dtype_spellings = dtype_spellings()
 
     def clean_shapes_file(self) -> UploadedFile | None:

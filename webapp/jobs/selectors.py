@@ -379,6 +379,15 @@ WAYS = (
 )
 
 
+def without_package(message: str) -> str:
+    """The harness ends its no-win sentences with what a package would do ("... and the package
+    replaces no PyTorch op"); a job without a win has no package (package_winners), so the page
+    says there is nothing to download instead of naming one (issue 27)."""
+    return message.replace(
+        " and the package replaces no PyTorch op.", ": there is no package to download."
+    )
+
+
 def end_to_end_view(run: ModelRun) -> EndToEndView | None:
     """The end-to-end table and chart: every baseline and every way with the kernels, their
     compile times, and how each compares to the best baseline. None for a run with no check
@@ -417,7 +426,7 @@ def end_to_end_view(run: ModelRun) -> EndToEndView | None:
         speedup=e2e.get("speedup"),
         speedup_ci=e2e.get("speedup_ci"),
         faster=bool(e2e.get("faster")),
-        message=e2e.get("message", ""),
+        message=without_package(e2e.get("message", "")),
         device_name=e2e.get("device_name", ""),
         chart={
             "labels": [r.label for r in timed],

@@ -204,7 +204,7 @@ def _outcome(task: Task, leader: Iteration | None) -> str:
         )
     if task.status in Task.ACTIVE:
         return ""
-    if task.status == Task.Status.CANCELLED:
+    if task.status == Task.Status.CANCELLED or task.stop_reason == "cancelled":
         return "Cancelled before a winner: PyTorch serves this problem"
     if task.status == Task.Status.FAILED:
         return "Failed: PyTorch serves this problem"
