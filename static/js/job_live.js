@@ -87,7 +87,10 @@
       rows.appendChild(tr);
     }
     tbl.appendChild(rows);
-    details.appendChild(tbl);
+    const wrap = document.createElement("div");
+    wrap.className = "table-wrap";
+    wrap.appendChild(tbl);
+    details.appendChild(wrap);
     td.appendChild(details);
   }
 
@@ -191,7 +194,7 @@
       b.className = "badge s-" + t.status;
       b.textContent = t.status_label;
       row.querySelector('[data-role="note"]').textContent = t.note || "";
-      const search = row.querySelector('[data-role="search"]');
+      const search = document.querySelector('tr[data-search-for="' + t.id + '"] [data-role="search"]');
       if (search && t.search) drawSearch(search, t.search);
     }
     const cancel = document.getElementById("cancel-form");

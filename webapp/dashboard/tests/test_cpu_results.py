@@ -124,7 +124,7 @@ def test_an_untimed_attempt_on_the_cpu_carries_no_timed_in_the_interpreter_banne
     assert "need a GPU" in page and "Timed in Triton" not in page
 
 
-def test_a_model_job_that_failed_before_its_tasks_still_says_cpu_time(
+def test_a_model_job_without_tasks_says_cpu_time_and_a_failed_one_no_empty_meter(
     alice, team, alice_client, django_capture_on_commit_callbacks
 ):
     """Issue 27: a failed model job on a CPU box said "GPU time 0 min of 30 min"."""
@@ -136,6 +136,8 @@ def test_a_model_job_that_failed_before_its_tasks_still_says_cpu_time(
     source = check_model_source(MODEL.read_text(), "two_norms.py")
     with django_capture_on_commit_callbacks(execute=False):
         (job,) = model_jobs(alice, team, [source], queue="cpu")
-        assert model_services.model_fail(job_id=job.id, message="the profile failed")
     page = alice_client.get(f"/jobs/{job.id}/").content.decode()
     assert '<label for="gpu-meter">CPU time</label>' in page and "GPU time" not in page
+    assert model_services.model_fail(job_id=job.id, message="the profile failed")
+    page = alice_client.get(f"/jobs/{job.id}/").content.decode()
+    assert "the profile failed" in page and "gpu-meter" not in page and "GPU time" not in page
