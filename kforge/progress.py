@@ -80,7 +80,9 @@ class Progress:
         self.spent_s += iteration.get("gpu_s") or 0.0
         if self.by_budget:
             self.bar.n = min(self.bar.total, self.spent_s / 60.0)
-        speedup = iteration.get("speedup")
+        # The headline is over the fastest baseline (what `kforge status` and the pages show);
+        # a server from before it sends only the speedup over eager PyTorch.
+        speedup = iteration.get("fastest_speedup") or iteration.get("speedup")
         if iteration.get("verdict") == "kept" and speedup is not None:
             if iteration.get("interpreter"):
                 self.interpreter_best = True

@@ -213,3 +213,13 @@ def test_the_bar_ends_full_and_its_clock_runs_between_events():
     progress.close()
     last = _shown(stream).strip().splitlines()[-1]
     assert "100%" in last and "done, 1.8 of 30 min used, best 1.20x, 1 iter" in last, last
+
+
+def test_the_bars_best_is_the_headline_over_the_fastest_baseline():
+    import io
+
+    from kforge.progress import Progress
+
+    progress = Progress(title="t", problems=1, stream=io.StringIO(), quiet=True)
+    progress.on_iteration({"verdict": "kept", "speedup": 1.77, "fastest_speedup": 1.14})
+    assert progress.best_text == "1.14x"

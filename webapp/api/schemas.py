@@ -201,8 +201,13 @@ class IterationSummaryOut(Schema):
     hypothesis: str
     reason: str
     candidate_id: str
-    speedup: float | None
+    speedup: float | None = Field(
+        description="Against eager PyTorch (torch), the search's baseline."
+    )
     best_speedup: float | None
+    fastest_speedup: float | None = Field(
+        None, description="Over the fastest baseline it was timed against: the headline."
+    )
     interpreter: bool = Field(description="Timed in Triton's CPU interpreter: correctness only.")
     ranked: bool = Field(
         description="A verified win on a GPU (faster than every baseline it was timed against): "

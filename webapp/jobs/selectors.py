@@ -310,6 +310,7 @@ def iteration_event(it: Iteration) -> dict[str, Any]:
         "candidate_id": it.candidate_id,
         "speedup": it.speedup,
         "best_speedup": it.best_speedup,
+        "fastest_speedup": it.fastest_speedup,  # over the fastest baseline: the headline
         # Triton CPU-interpreter timings check correctness only; the page must not show their
         # ratios as speedups.
         "interpreter": it.interpreter,
