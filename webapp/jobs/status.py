@@ -74,7 +74,7 @@ def job_status_event(*, job_id: uuid.UUID | str) -> dict[str, Any]:
                 "note": queued_note(spots.get(t.id), t.queue)
                 or task_note(stop_reason=t.stop_reason, error=t.error, queue=t.queue),
                 "queue_position": spots[t.id].ahead if t.id in spots else None,
-                "error": t.error[:500],
+                "error": scrub_paths(t.error)[:500],
                 "search": searches[t.id].to_dict(),
             }
             for t in tasks
