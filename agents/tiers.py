@@ -162,10 +162,32 @@ def outcome(state: OptimizeState, config: OptimizeConfig, why_none: str) -> Outc
         )
     return Outcome(
         "baseline",
-        f"the best verified candidate ({who}) reaches {speedup:.3f}x {name}, "
-        f"{call.describe()}: nothing beat the fastest baseline, PyTorch is kept",
+        f"the best verified candidate ({who}) {_short_of(call, name, speedup)}{_regime(best)}: "
+        "nothing beat the fastest baseline, PyTorch is kept",
         speedups,
     )
+
+
+def _short_of(call: BaselineCall, name: str, speedup: float) -> str:
+    """Why a best that lost does not ship, in words that match its numbers: a slowdown is no
+    tie ("0.180x torch, ... not beyond noise" read as one, issue 27), and the deciding
+    baseline is named once."""
+    if speedup < 1.0:
+        return f"is slower than {name} ({speedup:.3f}x)"
+    closest = call.closest
+    if closest is None or closest.baseline == name:
+        low = closest.low if closest is not None else float("nan")
+        return f"reaches {speedup:.3f}x {name}, within noise (lower bound {low:.3f})"
+    return (
+        f"reaches {speedup:.3f}x {name} (the fastest baseline), but {closest.speedup:.3f}x "
+        f"{closest.baseline} is within noise (lower bound {closest.low:.3f})"
+    )
+
+
+def _regime(best: Best) -> str:
+    """Interpreter ratios time an emulation on the CPU: the sentence says so."""
+    timings = (best.get("evaluation") or {}).get("timings") or {}
+    return " (CPU interpreter timings)" if timings.get("regime") == "interpreter" else ""
 
 
 def best_call(best: Best, config: OptimizeConfig) -> BaselineCall:

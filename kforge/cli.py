@@ -29,6 +29,7 @@ from kforge.progress import Progress
 MODEL_SUFFIXES = (".pt", ".pth", ".py", ".safetensors", ".onnx")
 SHAPE_FORMATS = {".csv": "csv", ".json": "json", ".yaml": "yaml", ".yml": "yaml"}
 RECONNECT_TRIES = 10
+DEFAULT_URL = "http://127.0.0.1:8000"
 
 
 class ExitCode(enum.IntEnum):
@@ -91,8 +92,10 @@ def _common_options() -> argparse.ArgumentParser:
     `kforge status J -q` are the same (SUPPRESS: a later parser keeps an earlier value). A new
     parser per use: parents share their action objects, and set_defaults would change them."""
     common = argparse.ArgumentParser(add_help=False)
+    # No %(default)s in these helps: SUPPRESS leaves argparse no default to print there, and
+    # `kforge <command> --help` died with KeyError: 'default' (issue 27).
     common.add_argument(
-        "--url", default=argparse.SUPPRESS, help="server (default: $KFORGE_URL or %(default)s)"
+        "--url", default=argparse.SUPPRESS, help=f"server (default: $KFORGE_URL or {DEFAULT_URL})"
     )
     common.add_argument("--token", default=argparse.SUPPRESS, help="API token ($KFORGE_TOKEN)")
     common.add_argument(
@@ -114,7 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"kforge {__version__}")
     parser.set_defaults(
-        url=os.environ.get("KFORGE_URL", "http://127.0.0.1:8000"),
+        url=os.environ.get("KFORGE_URL", DEFAULT_URL),
         token=None,
         timeout=60.0,
         quiet=False,
@@ -256,8 +259,9 @@ def _wait(client: Client, job: dict[str, Any], *, quiet: bool) -> int:
 
 
 def _finish(client: Client, job_id: str, progress: Progress) -> int:
-    progress.close()
     job = client.job(job_id)
+    progress.finish(job["status"])
+    progress.close()
     _print_job(job, interpreter_tasks=progress.interpreter_tasks)
     return FINAL_EXIT.get(job["status"], ExitCode.JOB_FAILED)
 
@@ -271,9 +275,20 @@ def _print_job(
         if task.get("id") in interpreter_tasks:
             best = "interp. (CPU interpreter timings check correctness, not speed)"
         line = f"  {task['problem']:<32} {task['status']:<10} {task['iterations']:>4} iterations, best {best}"
+        if task.get("queue_position") is not None:  # why it waits, and for how long at most
+            ahead, wait = task["queue_position"], task.get("wait_estimate_s") or 0
+            line += f"\n    {ahead} task{'' if ahead == 1 else 's'} ahead on {task['queue']}" + (
+                f", starts within about {max(1, round(wait / 60))} min" if ahead else ""
+            )
         if task.get("error"):
             line += f"\n    error: {task['error'].strip().splitlines()[-1][:200]}"
         _say(line)
+    failure = job.get("failure")
+    if failure:  # a model job that failed has no task to show it: say why here
+        stage = f" ({failure['stage']})" if failure.get("stage") else ""
+        _say(f"  failed{stage}: {failure['message']}")
+        if failure.get("traceback"):
+            _say("    " + failure["traceback"].replace("\n", "\n    "))
 
 
 def _say(text: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import threading
 from typing import Any, TextIO
 
 from tqdm import tqdm
@@ -50,6 +51,19 @@ class Progress:
         self.interpreter_best = False  # something was kept, but only in the CPU interpreter
         self.interpreter_tasks: set[int] = set()  # tasks whose kept results are interpreter ones
         self.status = "queued"
+        self.budget_minutes = float(budget_minutes or 0)
+        # Events can be minutes apart (a long screen round): a ticker keeps the clock moving.
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ticker = threading.Thread(target=self._tick, name="kforge-progress", daemon=True)
+        if not quiet:
+            self._ticker.start()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(1.0):
+            with self._lock:
+                if not self._stop.is_set():
+                    self.bar.refresh()
 
     def on_status(self, status: dict[str, Any]) -> None:
         tasks = status.get("tasks", [])
@@ -66,7 +80,9 @@ class Progress:
         self.spent_s += iteration.get("gpu_s") or 0.0
         if self.by_budget:
             self.bar.n = min(self.bar.total, self.spent_s / 60.0)
-        speedup = iteration.get("speedup")
+        # The headline is over the fastest baseline (what `kforge status` and the pages show);
+        # a server from before it sends only the speedup over eager PyTorch.
+        speedup = iteration.get("fastest_speedup") or iteration.get("speedup")
         if iteration.get("verdict") == "kept" and speedup is not None:
             if iteration.get("interpreter"):
                 self.interpreter_best = True
@@ -86,8 +102,29 @@ class Progress:
         parts = [self.status, f"best {self.best_text}", f"{self.iterations} iter"]
         if self.by_budget:
             parts.append(f"{self.done}/{self.problems} done")
-        self.bar.set_postfix_str(", ".join(parts), refresh=False)
-        self.bar.refresh()
+        with self._lock:
+            self.bar.set_postfix_str(", ".join(parts), refresh=False)
+            self.bar.refresh()
+
+    def finish(self, status: str) -> None:
+        """The job ended: the bar is full (a job that stops early used part of its budget, and
+        the bar sat at "6 %", issue 27), and the line says how much it spent."""
+        self.status = status
+        with self._lock:
+            if self.by_budget:
+                spent = self.spent_s / 60.0
+                self.bar.bar_format = "{desc}: {percentage:3.0f}%|{bar}| [{elapsed}{postfix}]"
+                self.bar.set_postfix_str(
+                    f"{status}, {spent:.1f} of {self.budget_minutes:.0f} min used, "
+                    f"best {self.best_text}, {self.iterations} iter",
+                    refresh=False,
+                )
+            self.bar.n = self.bar.total
+            self.bar.refresh()
 
     def close(self) -> None:
-        self.bar.close()
+        self._stop.set()
+        with self._lock:
+            self.bar.close()
+        if self._ticker.is_alive():
+            self._ticker.join(timeout=2)

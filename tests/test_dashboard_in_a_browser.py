@@ -147,10 +147,12 @@ def test_it_goes_from_submit_to_a_pip_installed_download(up, tmp_path):  # noqa:
         page.goto(f"{base}/jobs/{ours}/")
         expect(page.locator("#job-status")).to_have_text("Done")
         expect(page.locator("#iterations tbody tr").nth(19)).to_be_attached(timeout=15_000)
-        # Each task's search line: the tiers, the time, and what the screen saw of each family.
+        # Each task's search: its outcome line, and what it saw of each family (issue 27).
         search = page.locator('#tasks [data-role="search"]').first
+        expect(search.locator('[data-role="outcome"]')).to_contain_text("Winner: rmsnorm_")
+        search.locator("details.families summary").click()
         expect(search).to_contain_text("fully verified")
-        expect(search).to_contain_text("screen by family: rmsnorm_")
+        expect(search.locator("table.families")).to_contain_text("rmsnorm_")
         page.wait_for_timeout(500)
         shots.take(page, "job-done", f"/jobs/{ours}/")
 

@@ -110,6 +110,10 @@ def test_a_declared_length_over_the_limit_is_refused_before_the_body_is_sent(ser
     assert "572" in body and "limit" in body.lower()
     if path.startswith("/api/"):
         assert '"request_too_large"' in body
+    else:  # a browser: both limits, and the way back to the form (issue 27)
+        assert response.getheader("Content-Type").startswith("text/html")
+        assert "shape file may be up to 256" in body and "model file" in body
+        assert 'href="/jobs/new/"' in body
 
 
 def send_chunked(conn: http.client.HTTPConnection, total: int, chunk: int = 256 * 1024) -> int:

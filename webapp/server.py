@@ -88,6 +88,8 @@ def _cap() -> int:
 
 
 def _too_large_body(length: int | None, *, api: bool) -> tuple[bytes, bytes]:
+    from django.conf import settings
+
     limit = _cap()
     size = f"{filesizeformat(length)} ({length} bytes)" if length is not None else "larger"
     message = (
@@ -98,7 +100,22 @@ def _too_large_body(length: int | None, *, api: bool) -> tuple[bytes, bytes]:
         details = [{"limit_bytes": limit, "size_bytes": length}]
         error = {"code": "request_too_large", "message": message, "details": details}
         return json.dumps({"error": error}).encode(), b"application/json"
-    return message.encode(), b"text/plain; charset=utf-8"
+    # A browser: the job form checks each file against its own limit before sending (static/
+    # js/job_form.js), so only a request past every limit lands here. Say both limits and
+    # lead back to the form (a bare text page spoke of models only, issue 27).
+    shapes = filesizeformat(settings.KF_MAX_SHAPE_FILE_BYTES)
+    models = filesizeformat(settings.KF_MAX_MODEL_FILE_BYTES)
+    page = (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Upload too large'
+        '</title><link rel="stylesheet" href="/static/css/app.css"></head><body><main>'
+        '<section class="card"><h1>Upload too large</h1>'
+        f"<p>The upload is {size}; the limit for one request is {filesizeformat(limit)}. "
+        f"A shape file may be up to {shapes}, a model file (a .py in the KernelBench "
+        f"convention, or a .zip of them) up to {models}. Nothing was saved.</p>"
+        '<p><a class="button primary" href="/jobs/new/">Back to the job form</a> '
+        '<a class="button" href="/">Jobs</a></p></section></main></body></html>'
+    )
+    return page.encode(), b"text/html; charset=utf-8"
 
 
 class BoundedHTTPChannel(HTTPChannel):

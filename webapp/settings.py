@@ -125,6 +125,10 @@ KF_TEAM_MAX_ACTIVE_JOBS = envint("KF_TEAM_MAX_ACTIVE_JOBS", 4)
 KF_TEAM_GPU_MINUTES = envint("KF_TEAM_GPU_MINUTES", 6000)  # per rolling window
 KF_TEAM_GPU_WINDOW_DAYS = envint("KF_TEAM_GPU_WINDOW_DAYS", 30)
 KF_JOB_DEFAULT_GPU_MINUTES = envint("KF_JOB_DEFAULT_GPU_MINUTES", 30)
+# The default on the CPU queue: one interpreter worker serves every team there, and a 30-minute
+# form job held it for ~20 minutes while later jobs waited (issue 27); a CPU run checks
+# correctness, which a few minutes show (a 256x256x256 matmul's search plateaued in 99 s).
+KF_CPU_JOB_DEFAULT_MINUTES = envint("KF_CPU_JOB_DEFAULT_MINUTES", 5)
 # The least budget a problem of a shape set may get (webapp/jobs/submission.budget_minutes): the
 # search keeps one full verification back from the start (~55 s) and needs screen rounds
 # besides; at 60 s a problem got no search at all (8 problems in 8 GPU-minutes, 2x H200,

@@ -67,6 +67,8 @@ def finish(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Litera
 
 def _why_none(state: OptimizeState, ctx: RunContext) -> str:
     """Why no candidate is verified, in words (used only when none is)."""
+    if state.get("stop_reason") == StopReason.CANCELLED:  # not a budget that ran short
+        return "cancelled before a candidate was fully verified"
     verified = [r for r in state.get("history", []) if r["tier"] == Tier.VERIFY.value]
     if verified:
         counts = Counter(r["verdict"] for r in verified)

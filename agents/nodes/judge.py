@@ -66,7 +66,11 @@ def decide(evaluation: Evaluation, best: Best | None, config: OptimizeConfig) ->
     if gain > threshold:
         reason = f"{_x(speedup)} beats best {_x(best['speedup'])} by {gain:+.1%} (> noise {threshold:.1%}){where}"
         return Decision(AttemptVerdict.KEPT, reason, speedup)
-    reason = f"{_x(speedup)} vs best {_x(best['speedup'])}: {gain:+.1%}, not above noise {threshold:.1%}{where}"
+    # A loss is called a loss: "-96.8%, not above noise" read as a tie (issue 27).
+    if gain < 0:
+        reason = f"{_x(speedup)} is slower than best {_x(best['speedup'])} ({gain:+.1%}){where}"
+    else:
+        reason = f"{_x(speedup)} vs best {_x(best['speedup'])}: {gain:+.1%}, within noise {threshold:.1%}{where}"
     return Decision(AttemptVerdict.REVERTED, reason, speedup)
 
 

@@ -33,6 +33,7 @@ from agents.state import OptimizeState, Plan, StopReason
 from harness.results import Verdict
 
 FAMILY_EXPLORE = 0.3
+SURROGATE_SHOWN = (0.001, 10.0)  # predictions outside this are extrapolation: not shown
 QUEUE_ROUNDS = 2  # points waiting to compile or be screened, in screen batches, at most
 
 
@@ -160,7 +161,7 @@ def offline_plan(state: OptimizeState, ctx: RunContext) -> Plan | None:
             )
             for params in proposed:
                 predicted = math.exp(search.predict(obs, params)) if obs else None
-                guess = f"; surrogate predicts {predicted:.3g}x" if predicted else ""
+                guess = _surrogate_guess(predicted)
                 why = f"{name}: {_describe_change(anchor, params)}{guess}"
                 if add({"family": name, "params": params}, why):
                     grew = True
@@ -412,6 +413,15 @@ def _best_point(observations: list[Observation]) -> dict[str, Any] | None:
 def _key(family: str | None, params: dict[str, Any]) -> str:
     """The same text as harness.screen.ScreenPoint.key: one key per (family, point)."""
     return f"{family}:{point_key(params)}"
+
+
+def _surrogate_guess(predicted: float | None) -> str:
+    """The surrogate's guess for a point, in the hypothesis only while it is a believable
+    speedup: far from its data it extrapolates ("surrogate predicts 3.66e+03x" on a CPU run,
+    issue 27), and a page must not print that as a number."""
+    if predicted is None or not SURROGATE_SHOWN[0] <= predicted <= SURROGATE_SHOWN[1]:
+        return ""
+    return f"; surrogate predicts {predicted:.3g}x on the screen"
 
 
 def _describe_change(anchor: dict[str, Any], params: dict[str, Any]) -> str:

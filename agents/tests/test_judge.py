@@ -97,3 +97,14 @@ def test_its_reasons_keep_interpreter_sized_ratios_readable_and_say_where_they_w
     assert d.reason.endswith("(CPU interpreter)")
     on_gpu = decide(evaluation(1.234), best(1.1), CONFIG).reason
     assert on_gpu.startswith("1.23x beats best 1.1x") and "interpreter" not in on_gpu
+
+
+def test_a_slower_candidate_is_called_slower_not_a_tie_within_noise():
+    """Issue 27: "0.000403x vs best 0.0127x: -96.8%, not above noise 46.1%" read as a tie."""
+    slower = decide(
+        evaluation(0.000403, noise=0.461, regime=Regime.INTERPRETER), best(0.0127), CONFIG
+    )
+    assert slower.verdict is AttemptVerdict.REVERTED
+    assert slower.reason == "0.000403x is slower than best 0.0127x (-96.8%) (CPU interpreter)"
+    tie = decide(evaluation(1.02, noise=0.05), best(1.00), CONFIG).reason
+    assert tie == "1.02x vs best 1x: +2.0%, within noise 5.0%"

@@ -62,3 +62,41 @@ def test_a_win_beyond_noise_ships_even_below_the_judges_min_gain():
     result = tiers.outcome({"best": attempt.best()}, CONFIG, "unused")
     assert result.kind == "verified" and "(compile)" in result.reason
     assert attempt.event().beats_baselines is True
+
+
+def test_a_slower_best_is_called_slower_once_and_says_where_it_was_timed():
+    """Issue 27: "reaches 0.180x torch, 0.180x torch (lower bound 0.010): not beyond noise"
+    named the baseline twice and called a 5.5x slowdown a matter of noise."""
+    ev = evaluation({"torch": 0.18}, {"torch": (0.01, 0.35)})
+    best = kept(ev).best()
+    best["evaluation"]["timings"]["regime"] = "interpreter"
+    result = tiers.outcome({"best": best}, CONFIG, "unused")
+    assert result.kind == "baseline"
+    assert result.reason == (
+        "the best verified candidate (#0 f) is slower than torch (0.180x) (CPU interpreter "
+        "timings): nothing beat the fastest baseline, PyTorch is kept"
+    )
+
+
+def test_a_tie_names_the_baseline_that_decided_it():
+    ev = evaluation({"torch": 1.3, "compile": 1.03}, {"torch": (1.29, 1.31), "compile": (0.99, 1.07)})  # fmt: skip
+    result = tiers.outcome({"best": kept(ev).best()}, CONFIG, "unused")
+    assert "reaches 1.030x compile, within noise (lower bound 0.990)" in result.reason
+    assert result.reason.count("compile") == 1
+
+
+def test_a_cancelled_run_says_cancelled_not_that_the_budget_ran_short():
+    from agents.nodes.finish import _why_none
+    from agents.state import StopReason
+
+    why = _why_none({"stop_reason": StopReason.CANCELLED}, None)  # type: ignore[arg-type]
+    assert why == "cancelled before a candidate was fully verified"
+
+
+def test_the_surrogates_extrapolations_stay_out_of_the_hypothesis():
+    """Issue 27: a CPU run's hypothesis said "surrogate predicts 3.66e+03x"."""
+    from agents.nodes.planner import _surrogate_guess
+
+    assert _surrogate_guess(3.66e3) == "" and _surrogate_guess(None) == ""
+    assert _surrogate_guess(1e-6) == ""
+    assert _surrogate_guess(1.234) == "; surrogate predicts 1.23x on the screen"

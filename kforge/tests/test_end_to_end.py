@@ -215,3 +215,38 @@ def test_it_shows_the_servers_error_code_for_bad_input_and_bad_tokens(
     assert bad.returncode == 4 and "invalid_shape_set" in bad.stderr and "conv9d" in bad.stderr
     refused = kforge(api_server, "kf_not_a_token", "status", "x", cwd=tmp_path)
     assert refused.returncode == 4 and "not_authenticated" in refused.stderr
+
+
+# A model job's failure as the worker stores it (harness.model's message: a sentence, then the
+# traceback's tail with the worker's paths).
+PROFILE_FAILURE = """The model's forward pass raised an error:
+  File "/srv/kernelforge/.venv/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1789, in _call_impl
+    return forward_call(*args, **kwargs)
+  File "/tmp/kf-model-16631-112392-rvu_lry3/model.py", line 4, in forward
+    return x @ torch.ones(3, 5)
+RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x4 and 3x5)"""
+
+
+def test_status_says_why_a_model_job_failed(api_server, token, alice, team, tmp_path):
+    """Issue 27: a failed model job read `status: failed` with nothing else, --json too."""
+    from kernels.model_source import check_model_source
+    from webapp.jobs import model_services
+    from webapp.jobs.tests.support import model_jobs
+    from webapp.jobs.tests.test_model_job_status import MODEL
+
+    (job,) = model_jobs(alice, team, [check_model_source(MODEL.read_text(), "two_norms.py")])
+    assert model_services.model_fail(
+        job_id=job.id, message=PROFILE_FAILURE, profile={"ok": False, "failure": "forward"}
+    )
+    shown = kforge(api_server, token, "status", str(job.id), cwd=tmp_path)
+    assert shown.returncode == 1
+    assert "failed (profile (forward)): The model's forward pass raised an error: RuntimeError: " \
+        "mat1 and mat2 shapes cannot be multiplied" in shown.stderr  # fmt: skip
+    assert 'File "model.py", line 4, in forward' in shown.stderr
+    assert "/tmp/" not in shown.stderr and "/srv/" not in shown.stderr
+    as_json = json.loads(
+        kforge(api_server, token, "status", str(job.id), "--json", cwd=tmp_path).stdout
+    )
+    assert as_json["failure"]["stage"] == "profile (forward)"
+    assert as_json["failure"]["traceback"].endswith("(4x4 and 3x5)")
+    assert 'File "torch/nn/modules/module.py"' in as_json["failure"]["traceback"]

@@ -160,3 +160,66 @@ def test_a_job_with_a_budget_moves_the_bar_as_the_budget_is_spent_and_marks_inte
     assert "1.5/30 min" in last and "0/1 done" in last and "2 iter" in last, last
     assert "best interp." in last and "0.75" not in last
     assert progress.interpreter_tasks == {7}
+
+
+# --- What a new user hit, round 2 (issue 27) --------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [[], ["submit"], ["status"], ["cancel"], ["download"]])
+def test_every_command_has_a_help_page(command, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([*command, "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage: kforge" in out and "--url" in out and "http://127.0.0.1:8000" in out
+
+
+def test_status_says_why_a_task_waits_and_why_a_job_failed(capsys):
+    from kforge.cli import _print_job
+
+    task = {
+        "id": 1,
+        "problem": "rmsnorm/8x64/fp32",
+        "queue": "cpu",
+        "status": "queued",
+        "iterations": 0,
+        "best_speedup": None,
+        "queue_position": 2,
+        "wait_estimate_s": 1190,
+    }
+    failure = {"stage": "profile (forward)", "message": "RuntimeError: bad", "traceback": "a\nb"}
+    _print_job({"id": "j", "title": "t", "team": "ml", "status": "queued", "tasks": [task]})
+    _print_job({"id": "j", "title": "t", "team": "ml", "status": "failed", "tasks": [],
+                "failure": failure})  # fmt: skip
+    err = capsys.readouterr().err
+    assert "2 tasks ahead on cpu, starts within about 20 min" in err
+    assert "failed (profile (forward)): RuntimeError: bad\n    a\n    b" in err
+
+
+def test_the_bar_ends_full_and_its_clock_runs_between_events():
+    """Issue 27: `--wait`'s bar ended at "6 %" (the job stopped before its budget was spent)
+    and its clock stood still between events."""
+    import io
+    import time
+
+    from kforge.progress import Progress
+
+    stream = io.StringIO()
+    progress = Progress(title="t", problems=1, budget_minutes=30, stream=stream)
+    progress.on_iteration({"task": 1, "verdict": "kept", "speedup": 1.2, "gpu_s": 108.0})
+    time.sleep(2.3)  # no event: the clock still moves
+    assert "[00:02" in _shown(stream)
+    progress.finish("done")
+    progress.close()
+    last = _shown(stream).strip().splitlines()[-1]
+    assert "100%" in last and "done, 1.8 of 30 min used, best 1.20x, 1 iter" in last, last
+
+
+def test_the_bars_best_is_the_headline_over_the_fastest_baseline():
+    import io
+
+    from kforge.progress import Progress
+
+    progress = Progress(title="t", problems=1, stream=io.StringIO(), quiet=True)
+    progress.on_iteration({"verdict": "kept", "speedup": 1.77, "fastest_speedup": 1.14})
+    assert progress.best_text == "1.14x"

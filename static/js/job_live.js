@@ -28,6 +28,72 @@
     return td;
   }
 
+  // A task's search, as templates/jobs/_task_search.html draws it: the outcome line, then a
+  // per-family table (screened speedups against torch, verified ones against the fastest
+  // baseline; "interp." for CPU-interpreter timings, which are no speedups).
+  function speed(value, interpreter) {
+    if (value == null) return "—";
+    return interpreter ? "interp." : value.toFixed(2) + "×";
+  }
+  function drawSearch(td, s) {
+    const open = td.querySelector("details[open]") !== null;
+    td.replaceChildren();
+    if (s.outcome) {
+      const p = document.createElement("p");
+      p.className = "outcome";
+      p.dataset.role = "outcome";
+      p.textContent = s.outcome;
+      td.appendChild(p);
+    }
+    if (!s.families.length) return;
+    const details = document.createElement("details");
+    details.className = "families";
+    details.open = open;
+    const summary = document.createElement("summary");
+    const n = s.families.length;
+    summary.textContent = n + (n === 1 ? " family: " : " families: ") + s.screened + " screened, " + s.verified + " fully verified";
+    details.appendChild(summary);
+    const tbl = document.createElement("table");
+    tbl.className = "families";
+    const head = document.createElement("thead");
+    const hr = document.createElement("tr");
+    for (const [text, note] of [["Family", ""], ["Passed / screened", ""], ["Best screened ", "vs torch"], ["Best verified ", "vs fastest baseline"]]) {
+      const th = document.createElement("th");
+      th.scope = "col";
+      if (text !== "Family") th.className = "num";
+      th.textContent = text;
+      if (note) {
+        const span = document.createElement("span");
+        span.className = "muted";
+        span.textContent = note;
+        th.appendChild(span);
+      }
+      hr.appendChild(th);
+    }
+    head.appendChild(hr);
+    tbl.appendChild(head);
+    const rows = document.createElement("tbody");
+    for (const f of s.families) {
+      const tr = document.createElement("tr");
+      const name = document.createElement("td");
+      const code = document.createElement("code");
+      code.textContent = f.family;
+      name.appendChild(code);
+      tr.appendChild(name);
+      tr.appendChild(cell(f.passed + " / " + f.screened, "num"));
+      tr.appendChild(cell(speed(f.best_screened, s.interpreter), "num"));
+      const verified = speed(f.best_verified, s.interpreter);
+      tr.appendChild(cell(f.best_verified != null && !s.interpreter ? verified + " " + f.verified_baseline : verified, "num"));
+      rows.appendChild(tr);
+    }
+    tbl.appendChild(rows);
+    const wrap = document.createElement("div");
+    wrap.className = "table-wrap";
+    wrap.appendChild(tbl);
+    details.appendChild(wrap);
+    td.appendChild(details);
+  }
+
   const iterationUrl = table.dataset.iterationUrl; // ".../iterations/" (the dashboard's page)
   let maxSeq = 0;
   let pending = [];
@@ -127,9 +193,9 @@
       const b = row.querySelector('[data-role="status"]');
       b.className = "badge s-" + t.status;
       b.textContent = t.status_label;
-      row.querySelector('[data-role="note"]').textContent = t.error ? t.error.split("\n")[0] : t.stop_reason;
-      const search = row.querySelector('[data-role="search"]');
-      if (search) search.textContent = t.search_line || "";
+      row.querySelector('[data-role="note"]').textContent = t.note || "";
+      const search = document.querySelector('tr[data-search-for="' + t.id + '"] [data-role="search"]');
+      if (search && t.search) drawSearch(search, t.search);
     }
     const cancel = document.getElementById("cancel-form");
     if (cancel && (status.terminal || status.cancel_requested)) cancel.hidden = true;
@@ -142,6 +208,25 @@
     }
     // We hold fewer events than the job has handed out: fetch the missing ones.
     if (status.last_seq > lastSeq) requestBackfill();
+    pollWhileQueued(status);
+  }
+
+  // A queued task's place moves when other jobs' tasks end, which this job's socket does not
+  // hear of: while one of its tasks waits, read the status again every 20 s.
+  let pollTimer = 0;
+  function pollWhileQueued(status) {
+    clearTimeout(pollTimer);
+    if (status.terminal || !status.tasks.some((t) => t.status === "queued")) return;
+    pollTimer = setTimeout(function () {
+      fetch(table.dataset.eventsUrl + "?after=" + lastSeq, { credentials: "same-origin" })
+        .then((r) => (r.ok ? r.json() : null))
+        .then((data) => {
+          if (!data) return pollWhileQueued(status);
+          queueIterations(data.iterations);
+          applyStatus(data.status);
+        })
+        .catch(() => pollWhileQueued(status));
+    }, 20000);
   }
 
   // A full backfill page: ask for the next one after its last row (rows not yet drawn).

@@ -50,6 +50,7 @@ from webapp.api.errors import ApiError, ErrorCode, error_response
 from webapp.api.selectors import Principal
 from webapp.jobs import events as job_events
 from webapp.jobs import selectors as job_selectors
+from webapp.jobs.status import job_status_event
 
 BATCH = 500
 
@@ -278,7 +279,7 @@ async def _read(job_id: uuid.UUID, after: int) -> tuple[dict[str, Any], list[dic
 
 def _read_now(job_id: uuid.UUID, after: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     try:
-        status = job_selectors.job_status_event(job_id=job_id)
+        status = job_status_event(job_id=job_id)
         rows = job_selectors.iterations_after(job_id=job_id, after_seq=after, limit=BATCH)
         return status, rows
     finally:

@@ -49,6 +49,9 @@ class JobSubmission(models.Model):
     token = models.ForeignKey(
         ApiToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # The request's Idempotency-Key header, if it sent one: the same user sending the same key
+    # again gets these jobs back instead of new ones (a POST retried after a timeout).
+    idempotency_key = models.CharField(max_length=200, blank=True, db_index=True)
 
     def __str__(self) -> str:
         return f"{self.job_id} via token {self.token_id}"

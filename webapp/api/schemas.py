@@ -126,7 +126,20 @@ class TaskOut(Schema):
     started_at: datetime | None
     finished_at: datetime | None
     iterations: int
-    best_speedup: float | None
+    best_speedup: float | None = Field(
+        description="The best kept kernel's speedup over the fastest baseline it was timed "
+        "against (the number the pages, the leaderboards and the package show)."
+    )
+    queue_position: int | None = Field(
+        None,
+        description="While queued: tasks ahead of it on its queue (running, or queued before "
+        "it); a worker runs one task at a time, for every team.",
+    )
+    wait_estimate_s: float | None = Field(
+        None,
+        description="While queued: at most this many seconds before it starts (the budgets "
+        "left of the tasks ahead, per running worker).",
+    )
 
 
 class JobOut(Schema):
@@ -145,9 +158,21 @@ class JobOut(Schema):
     web_url: str
 
 
+class FailureOut(Schema):
+    stage: str = Field(
+        description="Where it failed: 'profile' or 'verify' (a model job's checks, with the "
+        "model's failing step in brackets, e.g. 'profile (forward)'), or 'optimize <problem>'."
+    )
+    message: str = Field(description="One line: what failed and the error.")
+    traceback: str = Field(description="The traceback's tail, without the server's paths.")
+
+
 class JobDetailOut(JobOut):
     problems: list[ProblemOut]
     tasks: list[TaskOut]
+    failure: FailureOut | None = Field(
+        None, description="Why the job failed (null unless its status is 'failed')."
+    )
 
 
 class ModelJobOut(JobDetailOut):
@@ -176,8 +201,13 @@ class IterationSummaryOut(Schema):
     hypothesis: str
     reason: str
     candidate_id: str
-    speedup: float | None
+    speedup: float | None = Field(
+        description="Against eager PyTorch (torch), the search's baseline."
+    )
     best_speedup: float | None
+    fastest_speedup: float | None = Field(
+        None, description="Over the fastest baseline it was timed against: the headline."
+    )
     interpreter: bool = Field(description="Timed in Triton's CPU interpreter: correctness only.")
     ranked: bool = Field(
         description="A verified win on a GPU (faster than every baseline it was timed against): "
@@ -233,7 +263,11 @@ class WinnersOut(Schema):
 
 class LeaderboardEntryOut(Schema):
     rank: int
-    speedup: float
+    speedup: float = Field(
+        description="Over the fastest baseline it was timed against (`baseline`), as its "
+        "package reports it."
+    )
+    baseline: str
     job_id: uuid.UUID
     job_title: str
     team_slug: str

@@ -30,7 +30,7 @@ from webapp.jobs.forms import JobForm
 from webapp.jobs.models import Job
 from webapp.jobs.quotas import QuotaExceeded
 from webapp.jobs.shapes import ShapeFormat
-from webapp.jobs.submission import BudgetTooSmall, JobRequest, budget_minutes, jobs_submit
+from webapp.jobs.submission import JobRequest, jobs_submit
 
 TOKEN_PREFIX = "kf_"
 PREFIX_CHARS = 10  # random part of the lookup prefix
@@ -119,6 +119,7 @@ _FORM_FIELD_CODES = (
     ("team", "team", ErrorCode.UNKNOWN_TEAM),
     ("title", "title", ErrorCode.VALIDATION_ERROR),
     ("kind", "kind", ErrorCode.VALIDATION_ERROR),
+    ("budget", "gpu_minutes", ErrorCode.VALIDATION_ERROR),
     ("__all__", "", ErrorCode.VALIDATION_ERROR),
 )
 
@@ -144,14 +145,19 @@ def job_submit_shapes(
     fmt: ShapeFormat = ShapeFormat.AUTO,
     queue: str | None = None,
     gpu_minutes: int | None = None,
+    idempotency_key: str = "",
 ) -> Job:
-    """Validate like the web form, then submit like it (quotas and budget included)."""
+    """Validate like the web form, then submit like it (quotas and budget included). A repeat
+    of an earlier request's Idempotency-Key returns that request's job."""
+    if earlier := submitted_with_key(principal=principal, key=idempotency_key):
+        return earlier[0]
     team = team_for_submission(principal=principal, slug=team_slug)
     data = {
         "team": team.id,
         "title": title,
         "kind": Job.Kind.SHAPES,
         "queue": queue or settings.KF_QUEUES[0],
+        "budget": gpu_minutes,
     }
     files = {}
     if fmt is ShapeFormat.AUTO:
@@ -160,7 +166,7 @@ def job_submit_shapes(
         # As an upload named for its format, so the form's size and UTF-8 checks apply too.
         files["shapes_file"] = SimpleUploadedFile(f"shapes.{fmt.value}", shapes.encode())
     form = _validated_form(user=principal.user, data=data, files=files)
-    (job,) = _submit(principal, form, gpu_minutes)
+    (job,) = _submit(principal, form, idempotency_key)
     return job
 
 
@@ -172,36 +178,54 @@ def job_submit_model(
     model_file: UploadedFile,
     queue: str | None = None,
     gpu_minutes: int | None = None,
+    idempotency_key: str = "",
 ) -> list[Job]:
-    """A model file (or a .zip of them: one job each), profiled and optimized like the form's."""
+    """A model file (or a .zip of them: one job each), profiled and optimized like the form's.
+    A repeat of an earlier request's Idempotency-Key returns that request's jobs."""
+    if earlier := submitted_with_key(principal=principal, key=idempotency_key):
+        return earlier
     team = team_for_submission(principal=principal, slug=team_slug)
     data = {
         "team": team.id,
         "title": title,
         "kind": Job.Kind.MODEL,
         "queue": queue or settings.KF_QUEUES[0],
+        "budget": gpu_minutes,
     }
     form = _validated_form(user=principal.user, data=data, files={"model_file": model_file})
-    return _submit(principal, form, gpu_minutes)
+    return _submit(principal, form, idempotency_key)
 
 
-def _submit(principal: Principal, form: JobForm, gpu_minutes: int | None) -> list[Job]:
-    if gpu_minutes is not None and gpu_minutes < 1:
-        raise ApiError(ErrorCode.VALIDATION_ERROR, "gpu_minutes must be at least 1.")
-    try:
-        minutes = budget_minutes(n_problems=len(form.problems), requested=gpu_minutes)
-    except BudgetTooSmall as exc:
-        details = [{"field": "gpu_minutes", "message": str(exc)}]
-        raise ApiError(ErrorCode.VALIDATION_ERROR, str(exc), details) from None
+def submitted_with_key(*, principal: Principal, key: str) -> list[Job]:
+    """The jobs this user's earlier request with this Idempotency-Key made ([] if none)."""
+    if not key:
+        return []
+    rows = JobSubmission.objects.filter(token__user=principal.user, idempotency_key=key)
+    return list(Job.objects.filter(api_submission__in=rows).order_by("created_at", "id"))
+
+
+def _submit(principal: Principal, form: JobForm, idempotency_key: str = "") -> list[Job]:
+    """The form has checked the budget too (gpu_minutes is its `budget` field). With an
+    Idempotency-Key, the team row is locked first, so of two concurrent requests with the same
+    key the second waits for the first and then finds its jobs."""
     with transaction.atomic():
+        if idempotency_key:
+            Team.objects.select_for_update().filter(id=form.cleaned_data["team"].id).first()
+            earlier = submitted_with_key(principal=principal, key=idempotency_key)
+            if earlier:
+                return earlier
         try:
             jobs = jobs_submit(
-                user=principal.user, request=JobRequest.from_form(form, gpu_minutes=minutes)
+                user=principal.user,
+                request=JobRequest.from_form(form, gpu_minutes=form.gpu_minutes),
             )
         except QuotaExceeded as exc:
             raise ApiError(ErrorCode(exc.code), exc.message, exc.details) from None
         JobSubmission.objects.bulk_create(
-            [JobSubmission(job=job, token=principal.token) for job in jobs]
+            [
+                JobSubmission(job=job, token=principal.token, idempotency_key=idempotency_key)
+                for job in jobs
+            ]
         )
     return jobs
 

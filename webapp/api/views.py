@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 
 from webapp.accounts.selectors import teams_for_user
 from webapp.api import selectors, services
+from webapp.api.errors import ApiError, ErrorCode, error_response
 from webapp.api.forms import TokenForm
 
 # Post/redirect/get: the new token waits in the session for the one page view that shows it,
@@ -44,6 +45,16 @@ def tokens(request: HttpRequest) -> HttpResponse:
     if created:
         add_never_cache_headers(response)  # no cache keeps a copy of the page with the token
     return response
+
+
+def api_not_found(request: HttpRequest) -> HttpResponse:
+    """An unknown path under /api/: a script gets the JSON error it parses everywhere else."""
+    return error_response(
+        ApiError(
+            ErrorCode.NOT_FOUND,
+            f"No API endpoint at {request.path}: the endpoints are listed at /api/docs.",
+        )
+    )
 
 
 @login_required

@@ -33,12 +33,12 @@ from django.db.models.functions import Coalesce
 
 from webapp.accounts.models import Team
 from webapp.dashboard.models import BoardEntry
-from webapp.jobs.models import Iteration, Job, Problem, Task
-from webapp.jobs.selectors import jobs_visible_to
+from webapp.jobs.models import Iteration, Job, ModelRun, Problem, Task
+from webapp.jobs.queue import CPU_QUEUE
+from webapp.jobs.selectors import BEST_VERDICTS, best_baseline, jobs_visible_to
 
 JOBS_PER_PAGE = 25
 GROUPS_PER_PAGE = 20
-CPU_QUEUE = "cpu"  # the Triton-interpreter worker's queue (`up` without a GPU)
 
 FAILED_VERDICTS = (
     Iteration.Verdict.COMPILE_FAILED,
@@ -80,7 +80,7 @@ def job_list_page(
         kept.filter(interpreter=False)
         .order_by()
         .values("job")
-        .annotate(best=Max("speedup"))
+        .annotate(best=Max("fastest_speedup"))
         .values("best")
     )
     problems = (
@@ -153,13 +153,17 @@ def job_budget(*, job: Job) -> Budget:
     queues = Task.objects.filter(job=job).aggregate(
         n=Count("id"), cpu=Count("id", filter=Q(queue=CPU_QUEUE))
     )
+    if queues["n"]:
+        on_cpu = queues["cpu"] == queues["n"]
+    else:  # a model job before (or without) its tasks: the queue it was sent to says
+        on_cpu = ModelRun.objects.filter(job=job, queue=CPU_QUEUE).exists()
     return Budget(
         gpu_s=used["gpu"] or 0.0,
         gpu_budget_s=60.0 * job.gpu_minutes,
         llm_cost_usd=used["llm"] or 0.0,
         llm_budget_usd=settings.KF_JOB_LLM_BUDGET_USD,
         iterations=used["n"],
-        on_cpu=queues["n"] > 0 and queues["cpu"] == queues["n"],
+        on_cpu=on_cpu,
     )
 
 
@@ -358,7 +362,8 @@ class BoardRow:
     job_title: str
     seq: int
     candidate_id: str
-    speedup: float
+    speedup: float  # over the fastest baseline (Iteration.fastest_speedup): the headline
+    baseline: str  # that baseline's name
     speedups: dict[str, float]
     pct_of_roof: float | None
     created_at: Any
@@ -471,7 +476,8 @@ def _board_groups(shown: dict[tuple[str, str], list[tuple]]) -> list[BoardGroup]
                     job_title=it.job.title,
                     seq=it.seq,
                     candidate_id=it.candidate_id,
-                    speedup=it.speedup,
+                    speedup=row[3],
+                    baseline=fastest.baseline if (fastest := best_baseline(evaluation)) else "",
                     speedups=dict(sorted((timings.get("speedups") or {}).items())),
                     pct_of_roof=evaluation.get("pct_of_roof"),
                     created_at=it.created_at,
@@ -516,5 +522,33 @@ def team_stats(*, team: Team) -> dict[str, Any]:
         "jobs": Job.objects.filter(team=team).count(),
         "kept": kept.count(),
         # Interpreter ratios are no "best" (Iteration.interpreter: jobs.selectors.result_facts).
-        "best": kept.filter(interpreter=False).aggregate(best=Max("speedup"))["best"],
+        "best": kept.filter(interpreter=False).aggregate(best=Max("fastest_speedup"))["best"],
     }
+
+
+# --- Compare page -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompareChoice:
+    ref: str  # "<job id>/<seq>", what the picker takes
+    label: str
+
+
+def compare_choices(
+    *, user: AbstractBaseUser | AnonymousUser, limit: int = 30
+) -> list[CompareChoice]:
+    """The kept kernels the user can see, newest first: what the empty picker offers."""
+    rows = (
+        Iteration.objects.filter(job__in=jobs_visible_to(user=user), verdict__in=BEST_VERDICTS)
+        .select_related("task__problem", "job")
+        .only("job_id", "seq", "fastest_speedup", "interpreter", "job__title", "task__problem__key")
+        .order_by("-created_at")[:limit]
+    )
+    return [
+        CompareChoice(
+            ref=f"{it.job_id}/{it.seq}",
+            label=f"{it.job.title} #{it.seq} · {it.task.problem.key}",
+        )
+        for it in rows
+    ]

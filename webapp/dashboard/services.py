@@ -7,6 +7,7 @@ verified win on a GPU), written when the iteration was recorded.
 from __future__ import annotations
 
 from django.db import IntegrityError, transaction
+from django.db.models import F
 
 from webapp.dashboard.models import BoardEntry
 from webapp.jobs.models import Iteration, Job
@@ -14,8 +15,10 @@ from webapp.jobs.selectors import ranked_iterations
 
 
 def board_offer(*, iteration: Iteration) -> bool:
-    """Make this iteration its team's entry if it beats the current one (ties keep the older)."""
-    if not iteration.ranked:
+    """Make this iteration its team's entry if it beats the current one (ties keep the older),
+    by its speedup over the fastest baseline (Iteration.fastest_speedup: the one headline)."""
+    speedup = iteration.fastest_speedup
+    if not iteration.ranked or speedup is None:
         return False
     problem = iteration.task.problem
     fields = {
@@ -30,14 +33,15 @@ def board_offer(*, iteration: Iteration) -> bool:
                 with transaction.atomic():
                     BoardEntry.objects.create(
                         **fields, op=problem.op, dtype=problem.dtype,
-                        iteration=iteration, speedup=iteration.speedup,
+                        iteration=iteration, speedup=speedup,
                     )  # fmt: skip
                 return True
             except IntegrityError:  # another writer created it first: compare with theirs
                 current = BoardEntry.objects.select_for_update().get(**fields)
-        if iteration.speedup <= current.speedup:
+        # The entry's own iteration re-measured (its final verification) takes its new number.
+        if speedup <= current.speedup and current.iteration_id != iteration.id:
             return False
-        current.iteration, current.speedup = iteration, iteration.speedup
+        current.iteration, current.speedup = iteration, speedup
         current.save(update_fields=["iteration", "speedup", "updated_at"])
         return True
 
@@ -54,7 +58,7 @@ def board_withdraw(*, iteration: Iteration) -> bool:
             ranked_iterations(jobs=Job.objects.filter(team_id=entry.team_id))
             .filter(task__problem__key=entry.problem_key, evaluation__device__name=entry.device)
             .select_related("task__problem", "job")
-            .order_by("-speedup", "seq")
+            .order_by(F("fastest_speedup").desc(nulls_last=True), "seq")
             .first()
         )
         if rest is not None:
@@ -66,9 +70,10 @@ def board_rebuild() -> int:
     """Recompute every entry from the iterations (after deletions, or for old data)."""
     rows = (
         ranked_iterations(jobs=Job.objects.all())
+        .filter(fastest_speedup__isnull=False)
         .select_related("task__problem", "job")
         .defer("source", "profile", "params")
-        .order_by("-speedup", "seq")
+        .order_by(F("fastest_speedup").desc(), "seq")
     )
     best: dict[tuple[str, str, int], Iteration] = {}
     for it in rows.iterator(chunk_size=2000):
@@ -85,7 +90,7 @@ def board_rebuild() -> int:
                     op=it.task.problem.op,
                     dtype=it.task.problem.dtype,
                     iteration=it,
-                    speedup=it.speedup,
+                    speedup=it.fastest_speedup,
                 )  # fmt: skip
                 for (key, device, team_id), it in best.items()
             ],

@@ -104,8 +104,10 @@ def compare(request: HttpRequest) -> HttpResponse:
             diff_truncated=truncated,
             pygments_css=code.pygments_css(),
         )
-    elif request.GET.get("a") or request.GET.get("b"):
-        context["error"] = "Pick two iterations you can see, as <job id>/<seq>."
+    else:
+        if request.GET.get("a") or request.GET.get("b"):
+            context["error"] = "Pick two iterations you can see, as <job id>/<seq>."
+        context["choices"] = selectors.compare_choices(user=request.user)
     return render(request, "dashboard/compare.html", context)
 
 

@@ -219,7 +219,26 @@ def _provenance(job: Job, winners: list[Winner], job_url: str) -> dict[str, Any]
     }
 
 
-def _pyproject(name: str, job: Job) -> str:
+def requirement(package: str, versions: list[str | None]) -> str:
+    """`package` within the minor releases its kernels were verified with, e.g. "triton>=3.6,
+    <3.7" (a kernel written for one Triton can fail to compile, or be slower, on the next: an
+    unpinned package pulled triton 3.9 for kernels measured with 3.6, issue 27); the bare name
+    when no version was recorded."""
+    minors = sorted(
+        {tuple(int(n) for n in m.groups()) for v in versions if v and (m := _MINOR.match(v))}
+    )
+    if not minors:
+        return package
+    (low_major, low_minor), (high_major, high_minor) = minors[0], minors[-1]
+    return f"{package}>={low_major}.{low_minor},<{high_major}.{high_minor + 1}"
+
+
+_MINOR = re.compile(r"(\d+)\.(\d+)")
+
+
+def _pyproject(name: str, job: Job, winners: list[Winner]) -> str:
+    devices = [w.iteration.measurement.get("device") or {} for w in winners]
+    deps = [requirement(p, [d.get(p) for d in devices]) for p in ("torch", "triton")]
     return (
         "[build-system]\n"
         'requires = ["setuptools>=61"]\n'
@@ -229,7 +248,10 @@ def _pyproject(name: str, job: Job) -> str:
         'version = "1.0.0"\n'
         f'description = "Kernels found by KernelForge for job {job.id}"\n'
         'requires-python = ">=3.10"\n'
-        'dependencies = ["torch", "triton"]\n\n'
+        f"dependencies = {json.dumps(deps)}\n\n"
+        "[project.optional-dependencies]\n"
+        "# The self-test: pytest, and numpy for Triton's CPU interpreter (TRITON_INTERPRET=1).\n"
+        'test = ["pytest", "numpy"]\n\n'
         "[tool.setuptools]\n"
         f'packages = ["{name}", "{name}.kernels", "{name}.tests"]\n\n'
         "[tool.setuptools.package-data]\n"
@@ -312,7 +334,13 @@ def _readme(
         "",
         "    pip install <this zip>",
         f"    python -c 'import {name}, torch; print(torch.ops.{name})'",
+        "    pip install pytest numpy   # the self-test's needs (its `test` extra)",
+        f"    python -m pytest --pyargs {name}",
         f"    TRITON_INTERPRET=1 python -m pytest --pyargs {name}   # without a GPU",
+        "",
+        "The package requires the torch and triton releases its kernels were verified with",
+        "(their minor versions; see provenance.json): a kernel written for one Triton release",
+        "can fail to compile, or run slower, on another.",
         "",
         "Every kernel here passed every correctness check and was timed faster than every",
         "baseline it was measured against, on a GPU. Each number below is its speedup over the",
@@ -390,7 +418,7 @@ def build_package(
         return text.replace("__PKG__", name).replace("__TITLE__", title).replace("__ENV__", env)
 
     files = {
-        "pyproject.toml": _pyproject(name, job),
+        "pyproject.toml": _pyproject(name, job, winners),
         "README.md": _readme(
             name,
             job,

@@ -6,6 +6,7 @@ very same workers with the test settings.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,3 +74,31 @@ def worker_argv(spec: WorkerSpec, *, beat_schedule: Path) -> list[str]:
     if spec.beat:
         argv += ["--beat", "--schedule", str(beat_schedule)]
     return argv
+
+
+# Celery warns, at length, on every start as root. In a container root is the norm (and the
+# sandbox drops privileges for candidates itself), so there the warning only buries `up`'s
+# banner (issue 27). Anywhere else it stays: running as root there is a choice to notice.
+ROOT_WARNING = "ignore:You're running the worker with superuser privileges"
+
+
+def intentionally_root(*, euid: int | None = None, allow: str | None = None) -> bool:
+    """Root in a container (Docker, Podman), or where KF_ALLOW_ROOT says so."""
+    euid = os.geteuid() if euid is None else euid
+    allow = os.environ.get("KF_ALLOW_ROOT", "") if allow is None else allow
+    in_container = Path("/.dockerenv").exists() or Path("/run/.containerenv").exists()
+    return euid == 0 and (in_container or allow.lower() in ("1", "true", "yes"))
+
+
+def worker_env(base: dict[str, str], spec: WorkerSpec, *, quiet_root: bool) -> dict[str, str]:
+    """A worker's environment: `up`'s, the spec's, and Celery's root warning set aside when
+    the run is root on purpose."""
+    env = dict(base, **spec.env)
+    if quiet_root:
+        env["PYTHONWARNINGS"] = ",".join(w for w in (env.get("PYTHONWARNINGS"), ROOT_WARNING) if w)
+    return env
+
+
+def node_names(plan: list[WorkerSpec], host: str) -> set[str]:
+    """The Celery node names the plan's workers answer a ping with ("%h": the host name)."""
+    return {spec.node.replace("%h", host) for spec in plan}

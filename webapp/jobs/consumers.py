@@ -14,6 +14,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from webapp.jobs import events, selectors
+from webapp.jobs.status import job_status_event
 
 CLOSE_FORBIDDEN = 4403
 BACKFILL_PAGE = 500
@@ -57,7 +58,7 @@ class JobConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "backfill", "after": after, "iterations": rows, "more": more})
 
     async def _send_status(self) -> None:
-        status = await database_sync_to_async(selectors.job_status_event)(job_id=self.job_id)
+        status = await database_sync_to_async(job_status_event)(job_id=self.job_id)
         await self.send_json({"type": "status", "status": status})
 
     @database_sync_to_async

@@ -16,6 +16,7 @@ from kernels.problem import DTYPE_SPELLINGS
 from webapp.accounts.selectors import teams_for_user
 from webapp.jobs.models import Job
 from webapp.jobs.shapes import ShapeFormat, ShapeSetError, parse_shape_set
+from webapp.jobs.submission import BudgetTooSmall, budget_minutes
 
 # .py (KernelBench convention) and .zip (a bundle of them) are profiled; nothing reads weights
 # (.pt, .safetensors, .onnx) yet, so they are refused rather than stored where nothing reads them.
@@ -27,6 +28,12 @@ def example_choices() -> list[tuple[str, str]]:
     """The example models shipped in examples/models/, by file stem."""
     names = sorted(p.stem for p in EXAMPLES_DIR.glob("*.py")) if EXAMPLES_DIR.is_dir() else []
     return [("", "— upload my own —")] + [(n, n.replace("_", " ")) for n in names]
+
+
+def example_help() -> str:
+    """Every shipped example by name, from the folder (the help once forgot llama decode)."""
+    names = ", ".join(label for name, label in example_choices() if name)
+    return f"Shipped in examples/models/ (KernelBench convention): {names}. No file to upload."
 
 
 SHAPES_EXAMPLE = "op,shape,dtype\nmatmul,4096x4096x4096,bf16\nrmsnorm,8192x4096,fp16"
@@ -91,10 +98,15 @@ class JobForm(forms.Form):
         required=False,
         label="…or start from an example model",
         choices=(),
-        help_text="Shipped in examples/models/ (KernelBench convention): a Llama block, a GPT "
-        "block or a small MLP. No file to upload.",
     )
     queue = forms.ChoiceField(label="Run on", choices=())
+    budget = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=1_000_000,  # the API's limit too
+        label="Budget (minutes)",
+        widget=forms.NumberInput(attrs={"inputmode": "numeric"}),
+    )
 
     def __init__(self, *args, user: AbstractBaseUser, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -104,6 +116,18 @@ class JobForm(forms.Form):
         self.problems = []
         self.model_sources = []  # kernels.model_source.ModelSource, when the model is profiled
         self.ops_help = op_help()
+        self.gpu_minutes = 0  # the job's budget, once valid (submission.budget_minutes)
+        self.fields["budget"].help_text = budget_help()
+        # The browser checks each file against its own limit before sending it (static/js/
+        # job_form.js): past the server's cap nothing reaches this form to say which limit.
+        for name, limit in (
+            ("shapes_file", settings.KF_MAX_SHAPE_FILE_BYTES),
+            ("model_file", settings.KF_MAX_MODEL_FILE_BYTES),
+        ):
+            self.fields[name].widget.attrs.update(
+                {"data-max-bytes": str(limit), "data-max-text": filesizeformat(limit)}
+            )
+        self.fields["example"].help_text = example_help()
         self.dtype_spellings = dtype_spellings()
 
     def clean_shapes_file(self) -> UploadedFile | None:
@@ -148,7 +172,18 @@ class JobForm(forms.Form):
             self.add_error("model_file", "Choose a model file to upload.")
         elif kind == Job.Kind.MODEL and data.get("model_file"):
             self._clean_model_source(data["model_file"])
+        self._clean_budget(data)
         return data
+
+    def _clean_budget(self, data: dict) -> None:
+        try:
+            self.gpu_minutes = budget_minutes(
+                n_problems=len(self.problems),
+                requested=data.get("budget"),
+                queue=data.get("queue") or "",
+            )
+        except BudgetTooSmall as error:
+            self.add_error("budget", str(error))
 
     def _clean_example(self, data: dict) -> None:
         if data.get("model_file"):
@@ -197,6 +232,17 @@ class JobForm(forms.Form):
         except ShapeSetError as error:
             for message in error.messages:
                 self.add_error(field, message)
+
+
+def budget_help() -> str:
+    """What an empty budget gets, and why a long one matters to everyone else."""
+    return (
+        f"Empty: {settings.KF_CPU_JOB_DEFAULT_MINUTES} min on the CPU, "
+        f"{settings.KF_JOB_DEFAULT_GPU_MINUTES} min on a GPU, and at least "
+        f"{settings.KF_MIN_PROBLEM_GPU_MINUTES:g} per problem of a shape set. Each problem's "
+        "search stops when its share is spent. A worker runs one task at a time for every "
+        "team, so jobs queued after this one wait for it."
+    )
 
 
 def _queue_label(queue: str) -> str:

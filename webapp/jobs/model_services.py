@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 import kernels
+from webapp.jobs import selectors
 from webapp.jobs.models import Job, ModelRun, Task
 from webapp.jobs.services import check_route, status_notify, tasks_create
 from workers.model_tasks import profile_model_job, verify_model_job
@@ -180,7 +181,9 @@ def model_verify_record(*, job_id: uuid.UUID | str, result: dict[str, Any]) -> b
     DONE if a task finished, FAILED if every one failed, as for a shape job."""
     with transaction.atomic():
         changed = ModelRun.objects.filter(job_id=job_id, status=S.VERIFYING).update(
-            status=S.DONE, end_to_end=result, message=result.get("message", "")[:20000]
+            status=S.DONE,
+            end_to_end=result,
+            message=selectors.without_package(result.get("message", ""))[:20000],
         )
         if changed:
             statuses = set(Task.objects.filter(job_id=job_id).values_list("status", flat=True))

@@ -169,6 +169,10 @@ class Iteration(models.Model):
     profile = models.JSONField(null=True, blank=True)
     speedup = models.FloatField(null=True, blank=True)
     best_speedup = models.FloatField(null=True, blank=True)
+    # The speedup over the fastest baseline `measurement` timed (selectors.best_baseline): the
+    # headline every page, the API, the leaderboards and the package show, so one result never
+    # reads 1.77x in one place (over eager) and 1.14x in another (over torch.compile).
+    fastest_speedup = models.FloatField(null=True, blank=True)
     # Whether `measurement` beats every baseline it was timed against beyond noise, as the
     # harness decided it (harness/judge/wins.py; the worker passes it, webapp never recomputes it).
     beats_baselines = models.BooleanField(default=False)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import BooleanField, Count, ExpressionWrapper, Q, QuerySet
+from django.db.models import BooleanField, Count, ExpressionWrapper, F, Q, QuerySet
 
 from webapp.jobs.models import Iteration, Job, ModelRun, Task
 
@@ -93,6 +93,12 @@ def best_baseline(evaluation: dict[str, Any] | None) -> BaselineSpeedup | None:
     return BaselineSpeedup(baseline=name, speedup=float(timed[name]))
 
 
+def fastest_speedup(evaluation: dict[str, Any] | None) -> float | None:
+    """Iteration.fastest_speedup: the speedup over the fastest baseline timed, else None."""
+    best = best_baseline(evaluation)
+    return best.speedup if best else None
+
+
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -114,12 +120,12 @@ class Winner:
 
 
 def job_winners(*, job_id: uuid.UUID | str) -> list[Winner]:
-    """Per task, the ranked iteration with the highest speedup (the earliest on a tie), in
-    problem order; tasks with none are served by PyTorch. One query."""
+    """Per task, the ranked iteration fastest over its fastest baseline (the earliest on a
+    tie), in problem order; tasks with none are served by PyTorch. One query."""
     rows = (
         Iteration.objects.filter(job_id=job_id, ranked=True)
         .select_related("task__problem", "job__team")
-        .order_by("-speedup", "seq")
+        .order_by(F("fastest_speedup").desc(nulls_last=True), "seq")
     )
     best: dict[int, Iteration] = {}
     for it in rows:
@@ -176,11 +182,12 @@ def no_winner_reasons(*, job_id: uuid.UUID | str) -> dict[str, str]:
         it = best.get(key)
         if it is not None and it.ranked:
             continue
-        reasons[key] = _why_not_ranked(it)
+        reasons[key] = why_not_ranked(it)
     return reasons
 
 
-def _why_not_ranked(it: Iteration | None) -> str:
+def why_not_ranked(it: Iteration | None) -> str:
+    """Why a task's best kept attempt is no winner, in words (None: nothing was kept)."""
     if it is None:
         return "no correct kernel was kept"
     if it.interpreter:
@@ -200,9 +207,11 @@ def _why_not_ranked(it: Iteration | None) -> str:
     regime = _dict(evaluation.get("timings")).get("regime", "")
     if best is None:
         return "not timed against a baseline"
+    # Slower is said as slower: "(slower, or within noise)" left a 0.18x reader guessing.
+    how = "slower than" if best.speedup < 1.0 else "not verified faster than (within noise)"
     return (
         f"best kept kernel {best.speedup:.2f}x vs {best.baseline} on {device.get('name', '')} "
-        f"({regime} timing): not verified faster than PyTorch (slower, or within noise)"
+        f"({regime} timing): {how} {best.baseline}, the fastest baseline"
     )
 
 
@@ -301,6 +310,7 @@ def iteration_event(it: Iteration) -> dict[str, Any]:
         "candidate_id": it.candidate_id,
         "speedup": it.speedup,
         "best_speedup": it.best_speedup,
+        "fastest_speedup": it.fastest_speedup,  # over the fastest baseline: the headline
         # Triton CPU-interpreter timings check correctness only; the page must not show their
         # ratios as speedups.
         "interpreter": it.interpreter,
@@ -317,77 +327,6 @@ def iteration_event(it: Iteration) -> dict[str, Any]:
 def _has_profile(it: Iteration) -> bool:
     present = getattr(it, "profile_present", None)  # annotated where the JSON is deferred
     return it.profile is not None if present is None else present
-
-
-def search_line(search: dict[str, Any]) -> str:
-    """A task's search in one line for its row on the job page: screened vs fully verified,
-    each tier's candidates per GPU-hour, and where the time went ("" before any)."""
-    if not search:
-        return ""
-    tiers, times = search.get("tiers") or {}, search.get("time_s") or {}
-
-    def tier(name: str, label: str) -> str:
-        t = tiers.get(name) or {}
-        rate = t.get("per_gpu_hour")
-        per = f", {rate:,.0f}/GPU-h" if rate else ""
-        return f"{label} {t.get('candidates', 0)}{per}"
-
-    parts = [tier("screen", "screened"), tier("verify", "fully verified")]
-    if (tiers.get("check") or {}).get("candidates"):
-        parts.append(tier("check", "LLM code checked"))
-    spent = ", ".join(
-        f"{name} {times.get(key, 0):.0f} s"
-        for name, key in (
-            ("compile", "compile"),
-            ("screen", "screen"),
-            ("verify", "verify"),
-            ("profile", "profile"),
-        )
-    )
-    line = " · ".join(parts) + f" · time: {spent}"
-    families = search.get("families") or {}
-    if families:  # what the screen saw of each family: why one never reached tier two
-        line += " · screen by family: " + ", ".join(
-            f"{name} {f.get('passed', 0)}/{f.get('screened', 0)}"
-            + (f" best {f['best_speedup']:.3f}x" if f.get("best_speedup") else "")
-            for name, f in families.items()
-        )
-    if search.get("outcome_reason"):
-        line += f" · {search['outcome_reason']}"
-    return line
-
-
-def job_status_event(*, job_id: uuid.UUID | str) -> dict[str, Any]:
-    """The job's and its tasks' current states, sent on connect and after each transition."""
-    job = Job.objects.get(id=job_id)
-    tasks = Task.objects.filter(job_id=job_id).select_related("problem").order_by("id")
-    label = Job.Status(job.status).label
-    # A model job stays running through its end-to-end check: the header says which part.
-    verifying = Job.objects.filter(id=job.id, model_run__status=ModelRun.Status.VERIFYING)
-    if job.status == Job.Status.RUNNING and verifying.exists():
-        label = ModelRun.Status.VERIFYING.label
-    return {
-        "job": str(job.id),
-        "status": job.status,
-        "status_label": label,
-        "terminal": job.is_terminal,
-        "cancel_requested": job.cancel_requested,
-        "last_seq": job.last_seq,
-        "tasks": [
-            {
-                "id": t.id,
-                "problem": t.problem.key,
-                "queue": t.queue,
-                "status": t.status,
-                "status_label": Task.Status(t.status).label,
-                "attempt": t.attempt,
-                "stop_reason": t.stop_reason,
-                "error": t.error[:500],
-                "search_line": search_line(t.search),
-            }
-            for t in tasks
-        ],
-    }
 
 
 # --- Model jobs -------------------------------------------------------------------------------
@@ -441,6 +380,15 @@ WAYS = (
 )
 
 
+def without_package(message: str) -> str:
+    """The harness ends its no-win sentences with what a package would do ("... and the package
+    replaces no PyTorch op"); a job without a win has no package (package_winners), so the page
+    says there is nothing to download instead of naming one (issue 27)."""
+    return message.replace(
+        " and the package replaces no PyTorch op.", ": there is no package to download."
+    )
+
+
 def end_to_end_view(run: ModelRun) -> EndToEndView | None:
     """The end-to-end table and chart: every baseline and every way with the kernels, their
     compile times, and how each compares to the best baseline. None for a run with no check
@@ -479,7 +427,7 @@ def end_to_end_view(run: ModelRun) -> EndToEndView | None:
         speedup=e2e.get("speedup"),
         speedup_ci=e2e.get("speedup_ci"),
         faster=bool(e2e.get("faster")),
-        message=e2e.get("message", ""),
+        message=without_package(e2e.get("message", "")),
         device_name=e2e.get("device_name", ""),
         chart={
             "labels": [r.label for r in timed],

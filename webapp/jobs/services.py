@@ -26,6 +26,7 @@ import kernels
 from webapp.accounts.models import Membership, Team
 from webapp.jobs import events, selectors
 from webapp.jobs.models import Iteration, Job, ModelRun, Problem, Task
+from webapp.jobs.status import job_status_event
 from workers.tasks import run_task as run_task_task
 
 log = logging.getLogger(__name__)
@@ -249,6 +250,7 @@ def iteration_record(*, task_id: int, attempt: int, data: IterationData) -> Iter
                 evaluation=data.evaluation,
                 speedup=data.speedup,
                 best_speedup=data.best_speedup,
+                fastest_speedup=selectors.fastest_speedup(data.evaluation),
                 interpreter=facts.interpreter,
                 implausible=facts.implausible,
                 ranked=facts.ranked,
@@ -293,6 +295,7 @@ def iteration_final_record(
         )
         it.final_evaluation = evaluation
         it.beats_baselines = beats_baselines
+        it.fastest_speedup = selectors.fastest_speedup(evaluation)
         it.interpreter, it.implausible, it.ranked = (
             facts.interpreter,
             facts.implausible,
@@ -303,6 +306,7 @@ def iteration_final_record(
             update_fields=[
                 "final_evaluation",
                 "beats_baselines",
+                "fastest_speedup",
                 "interpreter",
                 "implausible",
                 "ranked",
@@ -462,7 +466,7 @@ def task_release(*, task_id: int, attempt: int) -> bool:
 
 def status_notify(job_id: uuid.UUID | str) -> None:
     """Tell the job's page (and API streams) its current status, after the row changed."""
-    events.broadcast(job_id, events.STATUS, selectors.job_status_event(job_id=job_id))
+    events.broadcast(job_id, events.STATUS, job_status_event(job_id=job_id))
 
 
 def check_route(work_queue: str) -> tuple[str, int]:

@@ -24,6 +24,7 @@ from kernels.model_source import ModelSource
 from webapp.accounts.models import Team
 from webapp.jobs import model_services
 from webapp.jobs.models import Job, ModelRun
+from webapp.jobs.queue import CPU_QUEUE, time_word
 from webapp.jobs.quotas import quota_check_locked
 from webapp.jobs.services import require_member, tasks_create
 
@@ -61,17 +62,24 @@ class BudgetTooSmall(ValueError):
     """A shape set's explicit budget leaves its problems too little for a search."""
 
 
-def budget_minutes(*, n_problems: int, requested: int | None) -> int:
-    """A job's GPU budget: what was asked for, else the default, which grows with a shape set so
-    that each of its `n_problems` gets KF_MIN_PROBLEM_GPU_MINUTES (0 problems: a model job,
-    whose plan splits the budget). An explicit budget below that floor is refused."""
+def default_minutes(queue: str) -> int:
+    """A job's budget when none is asked for: less on the CPU queue (one worker, every team)."""
+    if queue == CPU_QUEUE:
+        return settings.KF_CPU_JOB_DEFAULT_MINUTES
+    return settings.KF_JOB_DEFAULT_GPU_MINUTES
+
+
+def budget_minutes(*, n_problems: int, requested: int | None, queue: str = "") -> int:
+    """A job's budget: what was asked for, else the queue's default, which grows with a shape
+    set so that each of its `n_problems` gets KF_MIN_PROBLEM_GPU_MINUTES (0 problems: a model
+    job, whose plan splits the budget). An explicit budget below that floor is refused."""
     floor = math.ceil(n_problems * settings.KF_MIN_PROBLEM_GPU_MINUTES)
     if requested is None:
-        return max(settings.KF_JOB_DEFAULT_GPU_MINUTES, floor)
+        return max(default_minutes(queue), floor)
     if requested < floor:
         raise BudgetTooSmall(
             f"{n_problems} {'problem needs' if n_problems == 1 else 'problems need'} at least"
-            f" {floor} GPU minutes "
+            f" {floor} {time_word(queue)} minutes "
             f"({settings.KF_MIN_PROBLEM_GPU_MINUTES:g} each: a search keeps its last "
             f"verification back from the start); {requested} would give each "
             f"{requested * 60 / n_problems:.0f} s, too little to search. Ask for {floor} or "

@@ -16,7 +16,8 @@ from webapp.jobs import selectors, services
 from webapp.jobs.forms import JobForm
 from webapp.jobs.models import Job
 from webapp.jobs.quotas import QuotaExceeded
-from webapp.jobs.submission import JobRequest, budget_minutes, jobs_submit
+from webapp.jobs.status import job_status_event
+from webapp.jobs.submission import JobRequest, jobs_submit
 
 
 @login_required
@@ -52,12 +53,9 @@ def job_new(request: HttpRequest) -> HttpResponse:
         return redirect("accounts:teams")
     form = JobForm(request.POST or None, request.FILES or None, user=request.user)
     if request.method == "POST" and form.is_valid():
-        # The form's jobs get the default budget (grown for a large shape set); the API's may
-        # ask for another.
-        minutes = budget_minutes(n_problems=len(form.problems), requested=None)
         try:
             jobs = jobs_submit(
-                user=request.user, request=JobRequest.from_form(form, gpu_minutes=minutes)
+                user=request.user, request=JobRequest.from_form(form, gpu_minutes=form.gpu_minutes)
             )
         except QuotaExceeded as exc:
             form.add_error(None, exc.message)
@@ -79,7 +77,7 @@ def job_detail(request: HttpRequest, job_id: uuid.UUID) -> HttpResponse:
         {
             "job": job,
             "problems": job.problems.all(),
-            "status": selectors.job_status_event(job_id=job.id),
+            "status": job_status_event(job_id=job.id),
             "budget": dashboard.job_budget(job=job),
             "hypothesis": dashboard.job_current_hypothesis(job=job),
             "has_winner": has_winner,
@@ -109,7 +107,7 @@ def job_events(request: HttpRequest, job_id: uuid.UUID) -> JsonResponse:
         after = 0
     return JsonResponse(
         {
-            "status": selectors.job_status_event(job_id=job.id),
+            "status": job_status_event(job_id=job.id),
             "iterations": selectors.iterations_after(job_id=job.id, after_seq=after),
         }
     )

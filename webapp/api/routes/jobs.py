@@ -32,7 +32,9 @@ from webapp.api.schemas import (
 from webapp.downloads.builder import build_package
 from webapp.downloads.manifest import winner_path
 from webapp.jobs import selectors as job_selectors
+from webapp.jobs.failures import job_failure, scrub_paths
 from webapp.jobs.models import Job, Task
+from webapp.jobs.queue import QueueSpot, queue_spots
 from webapp.jobs.shapes import ShapeFormat
 
 router = Router(tags=["jobs"])
@@ -78,13 +80,14 @@ def _tasks(job: Job) -> QuerySet[Task]:
         .select_related("problem")
         .annotate(
             n_iterations=Count("iterations"),
-            best=Max("iterations__speedup", filter=Q(iterations__verdict="kept")),
+            # The one headline: over the fastest baseline timed (Iteration.fastest_speedup).
+            best=Max("iterations__fastest_speedup", filter=Q(iterations__verdict="kept")),
         )
         .order_by("id")
     )
 
 
-def _task_out(task: Task) -> dict:
+def _task_out(task: Task, spot: QueueSpot | None = None) -> dict:
     return {
         "id": task.id,
         "problem": task.problem.key,
@@ -92,11 +95,13 @@ def _task_out(task: Task) -> dict:
         "status": task.status,
         "attempt": task.attempt,
         "stop_reason": task.stop_reason,
-        "error": task.error,
+        "error": scrub_paths(task.error),
         "started_at": task.started_at,
         "finished_at": task.finished_at,
         "iterations": task.n_iterations,
         "best_speedup": task.best,
+        "queue_position": spot.ahead if spot else None,
+        "wait_estimate_s": round(spot.wait_s) if spot else None,
     }
 
 
@@ -112,8 +117,15 @@ def _job_detail(request: HttpRequest, job: Job) -> dict:
         }
         for p in job.problems.all()
     ]
-    tasks = [_task_out(t) for t in _tasks(job)]
-    return {**_job_out(request, job), "problems": problems, "tasks": tasks}
+    spots = queue_spots(job_id=job.id)
+    tasks = [_task_out(t, spots.get(t.id)) for t in _tasks(job)]
+    failure = job_failure(job=job)
+    return {
+        **_job_out(request, job),
+        "problems": problems,
+        "tasks": tasks,
+        "failure": failure.to_dict() if failure else None,
+    }
 
 
 # --- jobs ------------------------------------------------------------------------------------
@@ -125,7 +137,8 @@ def _job_detail(request: HttpRequest, job: Job) -> dict:
     summary="Create a job from a shape set",
 )
 def job_create(request: HttpRequest, payload: JobCreateIn) -> Status:
-    """Same validation as the web form; counts against the team's quotas (429 when full)."""
+    """Same validation as the web form; counts against the team's quotas (429 when full).
+    With an `Idempotency-Key` header, a repeat of the request returns the job it made."""
     if payload.problems is not None:
         shapes, fmt = _problems_json(payload), ShapeFormat.JSON
     else:
@@ -138,8 +151,18 @@ def job_create(request: HttpRequest, payload: JobCreateIn) -> Status:
         fmt=fmt,
         queue=payload.queue,
         gpu_minutes=payload.gpu_minutes,
+        idempotency_key=_idempotency_key(request),
     )
     return Status(201, _job_detail(request, job))
+
+
+def _idempotency_key(request: HttpRequest) -> str:
+    """The Idempotency-Key header: a client's name for one submission, so a retried POST
+    (a timeout, a dropped connection) gets the job it already made instead of a second one."""
+    key = request.headers.get("Idempotency-Key", "").strip()
+    if len(key) > 200:
+        raise ApiError(ErrorCode.VALIDATION_ERROR, "Idempotency-Key is longer than 200 characters.")
+    return key
 
 
 def _problems_json(payload: JobCreateIn) -> str:
@@ -161,7 +184,8 @@ def job_create_from_model(
 ) -> Status:
     """A .py in the KernelBench convention (Model, get_inputs, get_init_inputs), or a .zip of
     them (one job each), as on the web form: profiled, planned, optimized and verified end to
-    end. Each job gets `gpu_minutes` (the default when omitted)."""
+    end. Each job gets `gpu_minutes` (the default when omitted). With an `Idempotency-Key`
+    header, a repeat of the request returns the jobs it made."""
     jobs = services.job_submit_model(
         principal=principal(request),
         team_slug=team,
@@ -169,6 +193,7 @@ def job_create_from_model(
         model_file=model_file,
         queue=queue,
         gpu_minutes=gpu_minutes,
+        idempotency_key=_idempotency_key(request),
     )
     return Status(
         201, {**_job_detail(request, jobs[0]), "submitted_jobs": [job.id for job in jobs]}

@@ -92,7 +92,7 @@ def test_without_a_budget_a_large_shape_set_gets_enough_for_every_problem(alice_
 def test_a_budget_too_small_for_its_problems_says_how_much_they_need(alice_api, submit):
     response = submit(alice_api, gpu_minutes=3)
     message = response.json()["error"]["message"]
-    assert "2 problems need at least 4 GPU minutes" in message and "90 s" in message
+    assert "2 problems need at least 4 CPU minutes" in message and "90 s" in message
 
 
 def test_it_answers_malformed_json_with_a_json_error(alice_api):
@@ -216,3 +216,66 @@ def test_it_serves_the_openapi_schema_and_docs(client):
     assert schema["components"]["securitySchemes"]["TokenAuth"]["scheme"] == "bearer"
     docs = client.get("/api/docs")
     assert docs.status_code == 200 and b"swagger" in docs.content.lower()
+
+
+# --- issue 27, item 8 -------------------------------------------------------------------------
+
+
+def test_the_same_idempotency_key_twice_makes_one_job(
+    alice_api, django_capture_on_commit_callbacks
+):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from webapp.jobs.tests.test_model_job_status import MODEL
+
+    body = {"team": "alices-team", "shapes": "- {op: rmsnorm, shape: 8x64, dtype: fp32}"}
+    with django_capture_on_commit_callbacks(execute=False):
+        first, again, other = (
+            alice_api.post(
+                "/api/v1/jobs",
+                body,
+                content_type="application/json",
+                headers={"Idempotency-Key": key},
+            )  # fmt: skip
+            for key in ("retry-1", "retry-1", "retry-2")
+        )
+        plain = alice_api.post("/api/v1/jobs", body, content_type="application/json")
+        models = [
+            alice_api.post(
+                "/api/v1/jobs/model",
+                {
+                    "team": "alices-team",
+                    "model_file": SimpleUploadedFile("two_norms.py", MODEL.read_bytes()),
+                },
+                headers={"Idempotency-Key": "model-1"},
+            )  # fmt: skip
+            for _ in range(2)
+        ]
+    assert first.status_code == again.status_code == 201
+    assert first.json()["id"] == again.json()["id"] != other.json()["id"]
+    assert plain.status_code == 201 and Job.objects.filter(kind="shapes").count() == 3
+    assert models[0].json()["submitted_jobs"] == models[1].json()["submitted_jobs"]
+    assert Job.objects.filter(kind="model").count() == 1
+
+
+def test_an_unknown_api_path_answers_in_the_error_envelope(alice_api):
+    for path in ("/api/v1/nope", "/api/v1/jobs/x/y/z/", "/api/nothing"):
+        response = alice_api.get(path)
+        assert response.status_code == 404 and response["Content-Type"] == "application/json"
+        assert response.json()["error"]["code"] == "not_found"
+        assert "/api/docs" in response.json()["error"]["message"]
+
+
+def test_at_the_quota_a_bad_request_still_gets_its_own_error(alice_api, alice, team, client,
+                                                             settings):  # fmt: skip
+    from django.urls import reverse
+
+    settings.KF_TEAM_MAX_ACTIVE_JOBS = 0
+    body = {"team": "alices-team", "shapes": "op,shape,dtype\nconv9d,1x1,fp16", "gpu_minutes": 1}
+    refused = alice_api.post("/api/v1/jobs", body, content_type="application/json")
+    assert refused.json()["error"]["code"] == "invalid_shape_set"
+    client.force_login(alice)
+    form = {"team": team.id, "title": "t", "kind": "shapes", "queue": "cpu", "budget": "1",
+            "shapes_text": "op,shape,dtype\nrmsnorm,8x64,fp32"}  # fmt: skip
+    page = client.post(reverse("jobs:new"), form).content.decode()
+    assert "needs at least 2 CPU minutes" in page and "active jobs" not in page

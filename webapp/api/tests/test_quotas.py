@@ -57,7 +57,7 @@ def test_it_counts_spent_gpu_time_and_releases_the_rest_when_a_job_ends(
 def test_the_web_form_records_the_default_budget_and_the_quota_counts_it(
     alice, team, client, settings, django_capture_on_commit_callbacks
 ):
-    settings.KF_JOB_DEFAULT_GPU_MINUTES = 25
+    settings.KF_CPU_JOB_DEFAULT_MINUTES = 25  # the form's queue is the CPU's
     client.force_login(alice)
     form = {"team": team.id, "title": "web", "kind": "shapes", "queue": "cpu",
             "shapes_text": "op,shape,dtype\nrmsnorm,8x64,fp32"}  # fmt: skip

@@ -122,3 +122,22 @@ def test_an_untimed_attempt_on_the_cpu_carries_no_timed_in_the_interpreter_banne
     seq = Iteration.objects.get(task=task).seq
     page = alice_client.get(f"/jobs/{cpu.waiting.id}/iterations/{seq}/").content.decode()
     assert "need a GPU" in page and "Timed in Triton" not in page
+
+
+def test_a_model_job_without_tasks_says_cpu_time_and_a_failed_one_no_empty_meter(
+    alice, team, alice_client, django_capture_on_commit_callbacks
+):
+    """Issue 27: a failed model job on a CPU box said "GPU time 0 min of 30 min"."""
+    from kernels.model_source import check_model_source
+    from webapp.jobs import model_services
+    from webapp.jobs.tests.support import model_jobs
+    from webapp.jobs.tests.test_model_job_status import MODEL
+
+    source = check_model_source(MODEL.read_text(), "two_norms.py")
+    with django_capture_on_commit_callbacks(execute=False):
+        (job,) = model_jobs(alice, team, [source], queue="cpu")
+    page = alice_client.get(f"/jobs/{job.id}/").content.decode()
+    assert '<label for="gpu-meter">CPU time</label>' in page and "GPU time" not in page
+    assert model_services.model_fail(job_id=job.id, message="the profile failed")
+    page = alice_client.get(f"/jobs/{job.id}/").content.decode()
+    assert "the profile failed" in page and "gpu-meter" not in page and "GPU time" not in page

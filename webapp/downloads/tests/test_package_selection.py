@@ -134,3 +134,26 @@ def test_a_kept_but_slower_kernel_has_no_package_of_its_own(client, alice, team)
     response = client.get(reverse("dashboard:problem_package", args=[job.id, it.seq]))
     assert response.status_code in (302, 404)
     assert response.get("Content-Type", "") != "application/zip"
+
+
+def test_the_package_requires_the_torch_and_triton_its_kernels_were_verified_with(
+    client, alice, mixed
+):
+    """Issue 27: `pip install` pulled triton 3.9 for kernels measured with 3.6, and the
+    documented self-test failed without numpy (Triton's interpreter needs it)."""
+    import tomllib
+
+    client.force_login(alice)
+    files = unzip(client.get(reverse("dashboard:job_package", args=[mixed.id])).content)
+    project = tomllib.loads(files["pyproject.toml"])["project"]
+    assert project["dependencies"] == ["torch>=2.11,<2.12", "triton>=3.6,<3.7"]
+    assert project["optional-dependencies"]["test"] == ["pytest", "numpy"]
+    assert "pip install pytest numpy" in files["README.md"]
+
+
+def test_a_requirement_spans_the_minor_releases_it_was_verified_with():
+    from webapp.downloads.builder import requirement
+
+    assert requirement("triton", ["3.6.0", "3.6.1"]) == "triton>=3.6,<3.7"
+    assert requirement("torch", ["2.11.0+cu128", "2.12.1"]) == "torch>=2.11,<2.13"
+    assert requirement("triton", [None, ""]) == "triton"

@@ -19,7 +19,7 @@ from webapp.api.tests.conftest import evaluation
 from webapp.jobs import model_services as services
 from webapp.jobs import services as job_services
 from webapp.jobs.models import Job, ModelRun, Task
-from webapp.jobs.selectors import job_status_event
+from webapp.jobs.status import job_status_event
 from webapp.jobs.tests.support import model_jobs
 from workers.model_tasks import profile_model_job, verify_model_job
 from workers.reporting import DjangoReporter

@@ -25,7 +25,15 @@ from webapp.embedded.demo import demo_account_ensure, demo_password
 from webapp.embedded.gpus import detect_gpus
 from webapp.embedded.supervisor import GaveUp, Supervisor
 from webapp.embedded.web import web_server_argv
-from webapp.embedded.workers import work_queues, worker_argv, worker_plan
+from webapp.embedded.workers import (
+    WorkerSpec,
+    intentionally_root,
+    node_names,
+    work_queues,
+    worker_argv,
+    worker_env,
+    worker_plan,
+)
 
 
 class Command(BaseCommand):
@@ -66,11 +74,14 @@ class Command(BaseCommand):
         env.setdefault("KF_VAR_DIR", str(settings.VAR_DIR))
         try:
             self._start_redis(supervisor, env)
-            queues = self._start_workers(supervisor, env, stop_timeout_s=worker_stop_timeout)
+            plan, queues = self._start_workers(supervisor, env, stop_timeout_s=worker_stop_timeout)
             env["KF_QUEUES"] = ",".join(queues)
             web = supervisor.start("web", web_server_argv(host, port), env=env)
             if not _wait_for_port(host, port, alive=lambda: web.running, timeout_s=90):
                 raise CommandError(f"the web server did not start listening on {host}:{port}")
+            # The banner comes last: after the workers' own start-up output, not buried in it.
+            if not _wait_for_workers(node_names(plan, socket.gethostname()), timeout_s=90):
+                say("some workers have not answered yet: jobs wait in the queue until they do")
             shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
             say("")
             say(f"KernelForge is up: http://{shown}:{port}/")
@@ -125,17 +136,27 @@ class Command(BaseCommand):
 
     def _start_workers(
         self, supervisor: Supervisor, env: dict[str, str], *, stop_timeout_s: float
-    ) -> list[str]:
+    ) -> tuple[list[WorkerSpec], list[str]]:
         plan = worker_plan(detect_gpus(os.environ.get("CUDA_VISIBLE_DEVICES")))
         schedule = settings.VAR_DIR / "celerybeat-schedule"
+        quiet_root = intentionally_root()
+        if quiet_root:
+            self._say(
+                "running as root on purpose (a container, or KF_ALLOW_ROOT): Celery's superuser warning is set aside"
+            )
         for spec in plan:
             argv = worker_argv(spec, beat_schedule=schedule)
             # SIGTERM to the worker's main process only: Celery's warm shutdown, which hands
             # the running task back (workers/stopping.py); the group would kill it mid-task.
-            supervisor.start(spec.name, argv, env=dict(env, **spec.env), stop_main_only=True,
-                             stop_timeout_s=stop_timeout_s)  # fmt: skip
+            supervisor.start(
+                spec.name,
+                argv,
+                env=worker_env(env, spec, quiet_root=quiet_root),
+                stop_main_only=True,
+                stop_timeout_s=stop_timeout_s,
+            )
             self._say(f"{spec.name} -> queues {', '.join(spec.queues)}")
-        return work_queues(plan)
+        return plan, work_queues(plan)
 
     def _say(self, text: str) -> None:
         self.stdout.write(text)
@@ -153,6 +174,19 @@ def _wait_for_port(host: str, port: int, *, alive, timeout_s: float) -> bool:  #
         except OSError:
             pass
         time.sleep(0.3)
+    return False
+
+
+def _wait_for_workers(nodes: set[str], *, timeout_s: float) -> bool:
+    """Until every worker answers a ping (it has printed its start-up banner and is consuming):
+    True, or False at the timeout."""
+    from workers.celery import app
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        replies = app.control.ping(timeout=1.0)
+        if nodes <= {name for reply in replies for name in reply}:
+            return True
     return False
 
 
