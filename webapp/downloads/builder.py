@@ -285,6 +285,8 @@ def _end_to_end_lines(view: EndToEndView) -> list[str]:
         "",
         verdict,
         "",
+        view.provenance,
+        "",
         "| run as | kernels | us per forward | compile (s) | vs best baseline | outputs |",
         "|---|---|---|---|---|---|",
         *rows,

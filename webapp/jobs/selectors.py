@@ -354,6 +354,10 @@ class WayRow:
 
 @dataclass(frozen=True)
 class EndToEndView:
+    """A model's end-to-end check as the page and the package show it. Its timing ran inside
+    the model's own process (the user's code: harness/README.md, the trust boundary), so it is
+    labelled so; team leaderboards rank kernels the harness judged on their own."""
+
     rows: list[WayRow]
     best_baseline: WayRow | None
     best_ours: WayRow | None
@@ -363,6 +367,11 @@ class EndToEndView:
     message: str
     device_name: str
     chart: dict[str, Any]
+    provenance: str = (
+        "Measured inside the model's own process, with its own code (the harness cannot make "
+        "that tamper-proof): each kernel in it was judged on its own, and team leaderboards "
+        "rank those kernels, not this number."
+    )
 
 
 # The order the page lists the ways in: baselines first, each next to its counterpart with the

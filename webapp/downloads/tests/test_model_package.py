@@ -60,6 +60,7 @@ def test_a_model_faster_than_its_best_baseline_ships_its_kernels(alice, team):
     table, readme = _package(_model_job(alice, team, e2e))
     assert {e["op"] for e in table["entries"]} == {op for op, *_ in FUSIONS}
     assert f"{e2e['speedup']:.3f}x faster than the best baseline" in readme
+    assert "Measured inside the model's own process, with its own code" in readme
     for name in ("eager", "cuda_graphs", "compile", "compile_max_autotune", "compile_cuda_graphs"):
         variant = e2e["variants"][name]
         assert f"| {variant['label']} | PyTorch only | {variant['offline']['median_us']:.1f} |" in (

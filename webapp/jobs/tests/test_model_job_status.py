@@ -226,6 +226,8 @@ def test_the_page_shows_every_baseline_and_the_speedup_over_the_best(
         assert f"{variant['compile_s']:.1f}" in page  # each with its own compile time
     assert f"{e2e['speedup']:.3f}x faster than the best baseline" in page
     assert "the compiled model&#x27;s kernels" in page or "the compiled model's kernels" in page
+    # Its timing ran in the model's own process: labelled so (issue 23).
+    assert 'id="end-to-end-provenance"' in page and "with its own code" in page
 
 
 def test_the_page_says_so_when_nothing_beats_the_best_baseline(
