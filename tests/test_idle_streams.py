@@ -8,17 +8,14 @@ by default) and slowed every page.
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from workers.tests.support import live_database_url
+from workers.tests.support import web_server
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -26,52 +23,12 @@ ROOT = Path(__file__).resolve().parent.parent
 STREAMS = 20
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[int]:
     """The port of the web server, started as `manage.py up` starts it."""
-    from django.conf import settings
-
-    from webapp.embedded.web import web_server_argv
-
-    port = free_port()
-    env = dict(os.environ)
-    env.update(
-        DJANGO_SETTINGS_MODULE="webapp.settings_test",
-        DATABASE_URL=live_database_url(),
-        REDIS_URL=settings.REDIS_URL,
-        KF_CHANNELS_PREFIX=settings.KF_CHANNELS_PREFIX,
-        KF_API_SSE_MAX_PER_TOKEN=str(STREAMS),
-        PYTHONUNBUFFERED="1",
-    )
     log_path = tmp_path_factory.mktemp("web") / "web.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            web_server_argv("127.0.0.1", port),
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/openapi.json", timeout=2):
-                    break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"the web server did not start: {log_path.read_text()}"
-                    ) from None
-                time.sleep(0.2)
+    with web_server(log_path, KF_API_SSE_MAX_PER_TOKEN=str(STREAMS)) as (port, _):
         yield port
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def database_connections() -> int:

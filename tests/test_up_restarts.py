@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from workers.tests.support import wait_until
+from workers.tests.support import free_port, wait_until
 
 pytestmark = [pytest.mark.slow]
 
@@ -41,14 +41,6 @@ browser.force_login(user)
 token = services.token_create(user=user, name="restarts")[1]
 print("KF-CRED " + json.dumps({"token": token, "session": browser.cookies["sessionid"].value}))
 """
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Up:

@@ -46,15 +46,19 @@ def no_new_privs() -> bool:
     return _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
 
 
-def drop_all() -> str:
-    """Empty the bounding, ambient, effective, permitted and inheritable sets."""
+def _drop_bounding_set() -> None:
     try:
         with open("/proc/sys/kernel/cap_last_cap") as f:
             last = int(f.read())
     except (OSError, ValueError):
         last = 63
     for cap in range(last + 1):
-        _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)  # EPERM without CAP_SETPCAP: checked below
+        _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+
+
+def drop_all() -> str:
+    """Empty the bounding, ambient, effective, permitted and inheritable sets."""
+    _drop_bounding_set()  # EPERM without CAP_SETPCAP: checked below
     _libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     header = _Header(_CAPABILITY_VERSION_3, 0)
     data = (_Data * 2)()
@@ -74,13 +78,7 @@ def become(uid: int) -> str:
     the isolation record says."""
     if os.getuid() != 0:
         return f"none (the worker's own uid {os.getuid()}: not root, so it cannot switch)"
-    try:
-        with open("/proc/sys/kernel/cap_last_cap") as f:
-            last = int(f.read())
-    except (OSError, ValueError):
-        last = 63
-    for cap in range(last + 1):
-        _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+    _drop_bounding_set()
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)

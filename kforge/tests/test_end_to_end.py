@@ -9,11 +9,9 @@ from __future__ import annotations
 import io
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -21,9 +19,8 @@ import pytest
 
 from webapp.api import services as api_services
 from webapp.api.tests.conftest import FakeWorker
-from webapp.embedded.web import web_server_argv
 from webapp.jobs.models import Job
-from workers.tests.support import live_database_url, wait_until
+from workers.tests.support import wait_until, web_server
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -31,48 +28,10 @@ ROOT = Path(__file__).resolve().parents[2]
 SHAPES = "- {op: rmsnorm, shape: 8x64, dtype: fp32}\n- {op: matmul, shape: 64x48x32, dtype: fp16}\n"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def api_server(django_db_setup, django_db_blocker, tmp_path_factory):
-    from django.conf import settings
-
-    port = free_port()
-    env = dict(os.environ)
-    env.update(
-        DJANGO_SETTINGS_MODULE="webapp.settings_test",
-        DATABASE_URL=live_database_url(),
-        REDIS_URL=settings.REDIS_URL,
-        KF_CHANNELS_PREFIX=settings.KF_CHANNELS_PREFIX,
-        PYTHONUNBUFFERED="1",
-    )
-    log = (tmp_path_factory.mktemp("daphne") / "daphne.log").open("wb")
-    server = subprocess.Popen(
-        web_server_argv("127.0.0.1", port),  # as `manage.py up` starts it
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/api/openapi.json", timeout=2) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"daphne did not start: {Path(log.name).read_text()}") from None
-            time.sleep(0.2)
-    yield url
-    server.terminate()
-    try:
-        server.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        server.kill()
-    log.close()
+    with web_server(tmp_path_factory.mktemp("daphne") / "daphne.log") as (port, _):
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture

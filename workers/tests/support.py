@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import cast
 from urllib.parse import urlparse, urlunparse
@@ -133,3 +135,55 @@ def wait_until(
             return
         time.sleep(every_s)
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def web_server(log_path: Path, **extra_env: str) -> Iterator[tuple[int, subprocess.Popen]]:
+    """(port, process) of the web server started as `manage.py up` starts it, on the test
+    database and broker, answering /api/openapi.json; stopped on exit."""
+    from django.conf import settings
+
+    from webapp.embedded.web import web_server_argv
+
+    port = free_port()
+    env = dict(os.environ)
+    env.update(
+        DJANGO_SETTINGS_MODULE="webapp.settings_test",
+        DATABASE_URL=live_database_url(),
+        REDIS_URL=settings.REDIS_URL,
+        KF_CHANNELS_PREFIX=settings.KF_CHANNELS_PREFIX,
+        PYTHONUNBUFFERED="1",
+        **extra_env,
+    )
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            web_server_argv("127.0.0.1", port),
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    with urllib.request.urlopen(
+                        f"http://127.0.0.1:{port}/api/openapi.json", timeout=2
+                    ):
+                        break
+                except OSError:
+                    if process.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(
+                            f"the web server did not start: {log_path.read_text()}"
+                        ) from None
+                    time.sleep(0.2)
+            yield port, process
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
