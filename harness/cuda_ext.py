@@ -77,7 +77,7 @@ def load_cuda(
     cached_dir = os.path.join(os.environ.get("KF_COMPILE_CACHE", "/nonexistent"), key)
     found = glob.glob(os.path.join(cached_dir, f"{module_name}*.so"))
     if found:
-        module = _import_so(module_name, found[0])
+        module = import_extension(module_name, found[0])
         _REPORTS.append(
             {"cached": True, "key": key, "so": found[0], "seconds": time.perf_counter() - t0}
         )
@@ -101,7 +101,8 @@ def load_cuda(
     return module
 
 
-def _import_so(module_name: str, path: str):
+def import_extension(module_name: str, path: str):
+    """Import a built extension module from its .so, without torch's build lock or folder."""
     import torch  # noqa: F401  (links against torch's libraries)
 
     loader = importlib.machinery.ExtensionFileLoader(module_name, path)

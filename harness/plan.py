@@ -18,15 +18,35 @@ evaluated as code.
 from __future__ import annotations
 
 import enum
+import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 PLAN_VERSION = 1
 # Elements of random guard values on each side of every output buffer the judge hands out
 # (CUDA-L2 uses 16384 for big GEMMs). The recorder lays its outputs out the same way, so a
 # plan's pointers keep their offsets and alignment on the judge's buffers.
 GUARD_ELEMENTS = 4096
+
+
+def guarded_output(
+    empty_strided: Callable[..., torch.Tensor], shape: Sequence[int], dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(padded, out): the output with GUARD_ELEMENTS on each side, as the recorder and the judge
+    both lay it out; `empty_strided(shape, strides, dtype)` allocates where the caller wants."""
+    n = math.prod(shape)
+    padded = empty_strided((2 * GUARD_ELEMENTS + n,), (1,), dtype)
+    return padded, padded[GUARD_ELEMENTS : GUARD_ELEMENTS + n].view(tuple(shape))
+
+
+def guard_bytes(out: torch.Tensor) -> int:
+    return GUARD_ELEMENTS * out.element_size()
+
 
 MAX_STEPS = 4096  # per phase (prepare, run) of one plan
 MAX_DIMS = 8

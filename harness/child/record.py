@@ -19,7 +19,7 @@ import torch
 from harness.child.recorder import Recorder, RecordError
 from harness.compiling import is_compile_error
 from harness.ops import resolve_op
-from harness.plan import GUARD_ELEMENTS
+from harness.plan import guarded_output
 from harness.redact import candidate_traceback
 from kernels.problem import Problem
 
@@ -74,11 +74,11 @@ def _buffers(op, problem: Problem, device: str) -> tuple[list[torch.Tensor], tor
         for t in examples
     ]
     spec = op.output_spec(problem)
-    n = 1
-    for s in spec.shape:
-        n *= s
-    padded = torch.empty(2 * GUARD_ELEMENTS + n, dtype=spec.dtype, device=dev)
-    out = padded[GUARD_ELEMENTS : GUARD_ELEMENTS + n].view(spec.shape)
+
+    def empty_strided(shape, strides, dtype):
+        return torch.empty_strided(shape, strides, dtype=dtype, device=dev)
+
+    _, out = guarded_output(empty_strided, spec.shape, spec.dtype)
     return inputs, out
 
 

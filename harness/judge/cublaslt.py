@@ -8,9 +8,9 @@ Row-major C[M,N] = A[M,K] @ B[K,N] is computed as column-major C^T = B^T A^T.
 from __future__ import annotations
 
 import glob
-import importlib.machinery
-import importlib.util
 import os
+
+from harness.cuda_ext import import_extension
 
 NAME = "kf_cublaslt"
 
@@ -163,12 +163,4 @@ def load(build_dir: str | None):
     candidates = glob.glob(os.path.join(build_dir, f"{NAME}*.so"))
     if not candidates:
         raise FileNotFoundError(f"no {NAME}*.so in {build_dir}")
-    import torch  # noqa: F401  (the extension links against torch's libraries)
-
-    loader = importlib.machinery.ExtensionFileLoader(NAME, candidates[0])
-    spec = importlib.util.spec_from_loader(NAME, loader)
-    if spec is None:
-        raise ImportError(f"cannot import the extension {candidates[0]}")
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+    return import_extension(NAME, candidates[0])

@@ -199,6 +199,14 @@ def _child(
         pass_fds=pass_fds,
         started=started,
     )
+    _account(ev, phase, res, workdir, trusted=trusted)
+    return res
+
+
+def _account(
+    ev: Evaluation, phase: str, res: ChildResult, workdir: Path | None, *, trusted: bool
+) -> None:
+    """What a child's run tells the evaluation; a child that did not finish ends it."""
     # Where an evaluation's time goes (start-up vs work), per phase, from the parent's clock.
     ev.checks.setdefault("phase_wall_s", {})[phase] = round(res.wall_s, 3)
     if not trusted:
@@ -212,7 +220,6 @@ def _child(
         if res.status is ChildStatus.FORGED:
             ev.findings.append(Finding("result_forged", "reject", res.error))
         raise _Stop(ev)
-    return res
 
 
 def _within_deadline(ev: Evaluation, config: EvalConfig, phase: str, wall: float) -> float:
@@ -330,22 +337,12 @@ def _recorded_plans(
     op = resolve_op(problem.op, config.op_ref)
     shapes = [p.to_dict() for p in record_problems(op, problem, config, gpu)]
     wall = _within_deadline(
-        ev,
-        config,
-        "candidate_record",
-        config.limits.wall_s + (config.compile_wall_s if candidate.backend is Backend.CUDA else 0),
+        ev, config, "candidate_record", recording.record_wall(candidate, config)
     )
     rec = recording.record(candidate, shapes, config, gpu, wall_s=wall)
     ev.checks["plans"] = {"key": rec.key[:16], "cached": rec.cached, "shapes": len(shapes)}
     if rec.child is not None:
-        res = rec.child
-        ev.checks.setdefault("phase_wall_s", {})["candidate_record"] = round(res.wall_s, 3)
-        ev.stdout_tail = redact.output(res.output)
-        ev.isolation = res.isolation.to_dict()
-        if res.status is not ChildStatus.OK:
-            ev.verdict = _STATUS_VERDICT[res.status]
-            ev.error = f"candidate_record: {res.error}"
-            raise _Stop(ev)
+        _account(ev, "candidate_record", rec.child, None, trusted=False)
     ev.compile = rec.compile
     if not ev.compile.ok:
         ev.verdict = Verdict.COMPILE_ERROR
@@ -554,10 +551,8 @@ def _read_timing(
     # after a sync: torch.matmul against itself read 0.91-0.98x that way (H200, 2026-11-27).
     # The tails stay in the record, and the side-stream cross-check still looks at them.
     _, tails = timing.reported_us(synced, plain, [n for n in samples if n != "candidate"])
-    for name in samples:
-        if plain[name]:
-            samples[name]["synced"] = plain[name]
-    stats = {name: timing.summarize(s["synced"] or s["host"]) for name, s in samples.items()}
+    used = {name: plain[name] or s["host"] for name, s in samples.items()}
+    stats = {name: timing.summarize(us) for name, us in used.items()}
     regime = config.regime or Regime.INTERPRETER
     timings = Timings(
         regime=regime,
@@ -565,9 +560,9 @@ def _read_timing(
         candidate=stats["candidate"],
         baselines={n: st for n, st in stats.items() if n != "candidate"},
     )
-    cand = samples["candidate"]["synced"] or samples["candidate"]["host"]
+    cand = used["candidate"]
     for name in timings.baselines:
-        base = samples[name]["synced"] or samples[name]["host"]
+        base = used[name]
         timings.speedups[name] = statistics.median(base) / statistics.median(cand)
         timings.speedup_ci[name] = timing.speedup_ci(base, cand)
     first = next(iter(timings.baselines), None)

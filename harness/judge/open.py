@@ -17,8 +17,6 @@ from kernels.problem import Problem
 
 
 def open_subject(job: dict) -> tuple[Subject, dict[str, Any]]:
-    from harness.judge.session import guard_bytes
-
     subject = job["subject"]
     kind = subject["kind"]
     device = job["device"]
@@ -33,9 +31,9 @@ def open_subject(job: dict) -> tuple[Subject, dict[str, Any]]:
         from harness.judge.binaries import GpuLauncher, launcher_folder
 
         launcher = GpuLauncher(subject["store"], launcher_folder(job["workdir"]))
-        return ReplayedPlans(plans, launcher, guard_bytes), info
+        return ReplayedPlans(plans, launcher), info
     if kind == "remote":
-        return RemoteExecutor(plans, subject["arena_fd"], subject["socket_fd"], guard_bytes), info
+        return RemoteExecutor(plans, subject["arena_fd"], subject["socket_fd"]), info
     raise ValueError(f"unknown subject kind {kind!r}")
 
 

@@ -55,16 +55,12 @@ def record(
         "device": device,
         "interpreter": not gpu,
     }
-    if wall_s is None:
-        wall_s = config.limits.wall_s + (
-            config.compile_wall_s if candidate.backend is Backend.CUDA else 0
-        )
     child = run_child(
         "candidate_record",
         job,
         "",
         limits=config.limits,
-        wall_s=wall_s,
+        wall_s=wall_s if wall_s is not None else record_wall(candidate, config),
         cuda=gpu,
         isolate_net=config.network_isolation,
         env_extra={} if gpu else {"TRITON_INTERPRET": "1"},
@@ -96,6 +92,13 @@ def record(
     if out.plans is None:
         out.error = {"case": "", "kind": "contract", "detail": "the recording sent no usable plans"}
     return out
+
+
+def record_wall(candidate: Candidate, config: EvalConfig) -> float:
+    """A recording's wall-clock limit: a CUDA candidate builds its kernels while recorded."""
+    return config.limits.wall_s + (
+        config.compile_wall_s if candidate.backend is Backend.CUDA else 0
+    )
 
 
 def keep(result: dict, store: Path, key: str) -> list[dict] | None:

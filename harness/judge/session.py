@@ -25,14 +25,18 @@ from harness.judge import cases as cases_mod
 from harness.judge import oracle
 from harness.judge.subjects import CandidateFailure, Subject
 from harness.ops import VENDOR_ATEN_OPS, VENDOR_KERNEL_MARKERS, resolve_op
+from harness.plan import guarded_output
 from harness.redact import candidate_traceback
 from kernels.problem import Op, Problem
 
 GUARD = cases_mod.GUARD_ELEMENTS
 
 
-def guard_bytes(out: torch.Tensor) -> int:
-    return GUARD * out.element_size()
+def poisoned_output(subject: Subject, shape, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(padded, out): a NaN-filled output between guard bands, where the subject's buffers live."""
+    padded, out = guarded_output(subject.empty_strided, shape, dtype)
+    padded.fill_(float("nan"))
+    return padded, out
 
 
 def judge(job: dict) -> dict[str, Any]:
@@ -113,11 +117,9 @@ def _run_cases(
                     scratch = torch.empty(64 * 2**20, dtype=torch.uint8, device=device).random_()
                     del scratch
                 inputs = [place(subject, t) for t in case.inputs]
-                padded = subject.empty_strided((2 * GUARD + n,), (1,), spec.dtype)
-                padded.fill_(float("nan"))
+                padded, out = poisoned_output(subject, spec.shape, spec.dtype)
                 padded[:GUARD] = guard[:GUARD].to(padded.device)
                 padded[GUARD + n :] = guard[GUARD:].to(padded.device)
-                out = padded[GUARD : GUARD + n].view(spec.shape)
                 subject.bind(case.problem, inputs, out, prepare=case.problem.key not in prepared)
                 prepared.add(case.problem.key)
                 subject.call()
@@ -191,7 +193,6 @@ def _time(subject: Subject, op: Op, problem: Problem, job: dict) -> dict[str, An
     device = job["device"]
     regime = Regime(job["regime"])
     spec = op.output_spec(problem)
-    n = oracle.spec_numel(spec.shape)
     own_cache = os.environ.get("TRITON_CACHE_DIR")
     if own_cache:  # baselines compile into a cache of their own (trusted, never shared)
         os.environ["TRITON_CACHE_DIR"] = own_cache + "-baselines"
@@ -215,12 +216,10 @@ def _time(subject: Subject, op: Op, problem: Problem, job: dict) -> dict[str, An
         name: [fresh_inputs(name, secrets.randbits(62)) for _ in range(n_sets)]
         for name in ["candidate", *base_fns.built]
     }
-    padded = subject.empty_strided((2 * GUARD + n,), (1,), spec.dtype)
-    padded.fill_(float("nan"))
     outs = {
         name: torch.empty(spec.shape, dtype=spec.dtype, device=device) for name in base_fns.built
     }
-    outs["candidate"] = padded[GUARD : GUARD + n].view(spec.shape)
+    outs["candidate"] = poisoned_output(subject, spec.shape, spec.dtype)[1]
     current = dict.fromkeys(sets, 0)
     subject.bind(problem, sets["candidate"][0], outs["candidate"], prepare=True)
     seeds: dict[str, int] = {}
@@ -274,9 +273,7 @@ def _time(subject: Subject, op: Op, problem: Problem, job: dict) -> dict[str, An
     # One more call on fresh inputs in fresh buffers after timing.
     seed = secrets.randbits(62)
     fresh = fresh_inputs("candidate", seed)
-    padded = subject.empty_strided((2 * GUARD + n,), (1,), spec.dtype)
-    padded.fill_(float("nan"))
-    out = padded[GUARD : GUARD + n].view(spec.shape)
+    out = poisoned_output(subject, spec.shape, spec.dtype)[1]
     subject.bind(problem, fresh, out, prepare=False)
     subject.call()
     if device == "cuda":

@@ -98,11 +98,10 @@ def plan_kernels(plans: Sequence[P.Plan]) -> set[str]:
 
 
 class ReplayedPlans(Subject):
-    def __init__(self, plans: Sequence[P.Plan], launcher: Launcher, guard_bytes) -> None:
+    def __init__(self, plans: Sequence[P.Plan], launcher: Launcher) -> None:
         super().__init__("cuda")
         self.plans = {Problem.from_dict(p.problem).key: p for p in plans}
         self.launcher = launcher
-        self.guard_bytes = guard_bytes  # callable: the out tensor -> its guard band in bytes
         self._workspaces: dict[str, list[torch.Tensor]] = {}
         self._bound: Bound | None = None
         self.kernels |= plan_kernels(plans)
@@ -116,7 +115,7 @@ class ReplayedPlans(Subject):
             ws = self._workspaces[problem.key] = allocate(plan, out.device)
         try:
             self._bound = Bound(
-                plan, self.launcher, inputs, out, guard_bytes=self.guard_bytes(out), workspaces=ws
+                plan, self.launcher, inputs, out, guard_bytes=P.guard_bytes(out), workspaces=ws
             )
         except P.PlanError as exc:
             raise CandidateFailure("plan", str(exc)) from exc
@@ -131,12 +130,11 @@ class ReplayedPlans(Subject):
 class RemoteExecutor(Subject):
     """Talks to harness/child/serve.py over a socket; every buffer lives in the arena."""
 
-    def __init__(self, plans: Sequence[P.Plan], arena_fd: int, socket_fd: int, guard_bytes) -> None:
+    def __init__(self, plans: Sequence[P.Plan], arena_fd: int, socket_fd: int) -> None:
         super().__init__("cpu")
         self.arena = arena_mod.Arena(arena_fd)
         self.sock = socket.socket(fileno=socket_fd)
         self.reader = self.sock.makefile("rb")
-        self.guard_bytes = guard_bytes
         self._request: dict = {}
         # From the plans the judge decoded, not from the executor (it is the candidate's
         # process): what the candidate was recorded to run.
@@ -157,7 +155,7 @@ class RemoteExecutor(Subject):
             "key": problem.key,
             "inputs": [arena_mod.describe(self.arena, t) for t in inputs],
             "out": arena_mod.describe(self.arena, out),
-            "guard": self.guard_bytes(out),
+            "guard": P.guard_bytes(out),
         }
         if prepare:
             self._exchange({**self._request, "op": "prepare"})
