@@ -124,18 +124,16 @@ def _under_top_link(path: str) -> bool:
 
 def _inside_checkout_but_not_code(path: str) -> bool:
     """The checkout itself is never bound, only its code (and a virtualenv inside it)."""
-    root = REPO_ROOT.rstrip("/")
-    if path != root and not path.startswith(root + "/"):
+    if not _within(path, REPO_ROOT):
         return False
-    allowed = (*code_paths(), sys.prefix)
-    return not any(path == a or path.startswith(a.rstrip("/") + "/") for a in allowed)
+    return not any(_within(path, a) for a in (*code_paths(), sys.prefix))
 
 
 def _outermost(paths: list[str]) -> list[str]:
     """Drop paths inside another one of the list (a bind covers what is under it)."""
     out: list[str] = []
     for p in sorted(set(paths), key=len):
-        if not any(p == q or p.startswith(q.rstrip("/") + "/") for q in out):
+        if not any(_within(p, q) for q in out):
             out.append(p)
     return out
 
@@ -182,7 +180,7 @@ def argv(bwrap: str, view: View) -> list[str]:
     bound: set[str] = set()  # host folders bound in: what is below them exists already
     for path, writable in sorted(binds, key=lambda b: (b[0].count("/"), b[0])):
         for parent in _parents(path):
-            if parent not in made and not _under_any(parent, bound):
+            if parent not in made and not any(_within(parent, f) for f in bound):
                 # bwrap makes missing parents 0700 as root: the child's uid could not pass.
                 args += ["--perms", "0755", "--dir", parent]
                 made.add(parent)
@@ -192,7 +190,7 @@ def argv(bwrap: str, view: View) -> list[str]:
     # A host socket inside a bound folder (a server's, left in a checkout or a venv) would be
     # reachable through the bind: each one is covered by /dev/null, so connect() fails.
     for sock in host_sockets():
-        if _under_any(sock, bound) or sock in bound:
+        if any(_within(sock, f) for f in bound):
             args += ["--ro-bind", "/dev/null", sock]
     args += ["--chdir", view.chdir]
     return args
@@ -213,8 +211,9 @@ def host_sockets() -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def _under_any(path: str, folders: set[str]) -> bool:
-    return any(path.startswith(f.rstrip("/") + "/") for f in folders)
+def _within(path: str, folder: str) -> bool:
+    """`path` is `folder` or below it."""
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 def _parents(path: str) -> list[str]:
