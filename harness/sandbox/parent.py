@@ -74,7 +74,6 @@ def run_child(
     wrapper: list[str] | None = None,
     prestart: bool = False,
     spares: bool = True,
-    ns_note: str = "",
     pass_fds: tuple[int, ...] = (),
     started: threading.Event | None = None,
 ) -> ChildResult:
@@ -103,7 +102,6 @@ def run_child(
             wrapper=wrapper,
             prestart=prestart,
             spares=spares,
-            ns_note=ns_note,
             pass_fds=pass_fds,
             started=started,
         )
@@ -113,7 +111,7 @@ def run_child(
 
 
 def _run(phase, job, workdir, *, limits, wall_s, cuda, isolate_net, isolate_fs, isolate_ns,
-         writable, readable, env_extra, wrapper, prestart, spares, ns_note, pass_fds, started):  # fmt: skip
+         writable, readable, env_extra, wrapper, prestart, spares, pass_fds, started):  # fmt: skip
     capabilities.undumpable()  # this process's environment: not for a child to read
     untrusted = is_untrusted(phase)
     if untrusted:
@@ -130,7 +128,6 @@ def _run(phase, job, workdir, *, limits, wall_s, cuda, isolate_net, isolate_fs, 
         isolate_net=isolate_net,
         isolate_fs=isolate_fs,
         isolate_ns=isolate_ns,
-        ns_note=ns_note,
         reads=tuple(os.path.realpath(p) for p in readable if p),
         writes=() if untrusted else _trusted_writes(workdir, writable),
         env_extra=tuple(sorted((env_extra or {}).items())),
@@ -202,7 +199,7 @@ def _run(phase, job, workdir, *, limits, wall_s, cuda, isolate_net, isolate_fs, 
             return _run(phase, job, workdir, limits=limits, wall_s=wall_s, cuda=cuda,
                         isolate_net=isolate_net, isolate_fs=isolate_fs, isolate_ns=isolate_ns,
                         writable=writable, readable=readable, env_extra=env_extra,
-                        wrapper=wrapper, prestart=prestart, spares=False, ns_note=ns_note,
+                        wrapper=wrapper, prestart=prestart, spares=False,
                         pass_fds=pass_fds, started=None)  # fmt: skip
         code = child.proc.returncode
         if oom_killed:

@@ -93,7 +93,6 @@ class Config:
     isolate_net: bool  # its own network namespace (and Landlock: no TCP)
     isolate_fs: bool  # Landlock
     isolate_ns: bool  # the bwrap view and namespaces (False only for a trusted fallback)
-    ns_note: str  # why not, when isolate_ns is off
     reads: tuple[str, ...]  # extra host folders it reads
     writes: tuple[str, ...]  # host folders it writes (trusted only)
     env_extra: tuple[tuple[str, str], ...]
@@ -201,7 +200,7 @@ def start(
         namespaces, ns_note = "pid+ipc+uts+view" + ("+net" if config.isolate_net else ""), ""
     else:
         namespaces = ""
-        ns_note = config.ns_note or (
+        ns_note = (
             "none (bubblewrap is not installed)" if config.isolate_ns else "none (not asked for)"
         )
     spawn = SpawnSettings(

@@ -315,10 +315,10 @@ def test_the_view_binds_only_what_a_child_needs(tmp_path, monkeypatch):
     )
     assert not any(p == REPO_ROOT or p.startswith(os.path.join(REPO_ROOT, "var")) for p in reads)
     assert not any(p.startswith(os.path.join(REPO_ROOT, "webapp")) for p in reads)
-    untrusted = Config(Limits(), False, True, True, True, True, "", (), ("/srv/x",), (), ())
+    untrusted = Config(Limits(), False, True, True, True, True, (), ("/srv/x",), (), ())
     args = view.argv("bwrap", untrusted.view("/tmp"))
     assert "--bind" not in args  # no host folder is writable for untrusted code
-    trusted = Config(Limits(), False, False, True, True, True, "", (), (str(tmp_path),), (), ())
+    trusted = Config(Limits(), False, False, True, True, True, (), (str(tmp_path),), (), ())
     args = view.argv("bwrap", trusted.view(str(tmp_path)))
     assert args[args.index("--bind") + 1] == str(tmp_path)
     # Missing parents are made 0755 (bwrap would make them 0700: the child's uid could not pass).
