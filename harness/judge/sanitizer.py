@@ -169,14 +169,15 @@ def run(
                 errors=errors,
                 first_errors=first,
                 isolation=level,
-                note=_child_note(res),
+                # The steps that did not attach stay in the note: they cost wall time.
+                note="; ".join([*notes, _child_note(res)]).strip("; ")[-1500:],
                 wall_s=res.wall_s,
                 log_tail=text[-2000:],
             )
         if res.status is ChildStatus.TIMEOUT and last:
             # 10-100x slower under the tool: a timeout says nothing about memory safety.
             return SanitizerReport(tool, ran=False, isolation=level, note=_child_note(res))
-        notes.append(f"{level}: {_child_note(res) or 'no summary in the log'}")
+        notes.append(f"{level} ({res.wall_s:.0f} s): {_child_note(res) or 'no summary in the log'}")
     return SanitizerReport(tool, ran=False, note="; ".join(notes)[-1500:])
 
 

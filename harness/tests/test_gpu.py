@@ -230,6 +230,7 @@ def test_the_sanitizer_passes_an_honest_kernel_under_memcheck_and_racecheck():
         sanitize=True,
         sanitize_tools=("memcheck", "racecheck"),
         time_candidate=False,
+        deadline_s=240.0,  # ends with its record (and the ladder's notes) instead of a kill
     )
     _record("honest_rmsnorm_sanitize", _timing_summary(ev))
     assert ev.verdict is Verdict.PASSED, (ev.error, ev.findings)
