@@ -190,11 +190,7 @@ def _child(
         cuda=gpu,
         isolate_net=config.network_isolation,
         isolate_fs=config.fs_isolation,
-        # A trusted child reads the artifact store and the cuBLASLt build, and writes the
-        # trusted compile caches; an untrusted one gets none of them.
-        readable=(str(device_mod.cache_dir()),) if trusted else (),
-        writable=trusted_dirs() if trusted else (),
-        env_extra=trusted_env(gpu) if trusted else _env(gpu),
+        **_child_io(gpu, trusted=trusted),
         prestart=not pass_fds,  # the next phase's child starts up while this one runs
         pass_fds=pass_fds,
         started=started,
@@ -237,6 +233,19 @@ def _within_deadline(ev: Evaluation, config: EvalConfig, phase: str, wall: float
 
 def _env(gpu: bool) -> dict[str, str]:
     return {} if gpu else {"TRITON_INTERPRET": "1"}
+
+
+def _child_io(gpu: bool, *, trusted: bool) -> dict[str, Any]:
+    """What a child reads and writes beyond its view, and its environment: a trusted child
+    reads the artifact store and the cuBLASLt build and writes the trusted compile caches; an
+    untrusted one gets none of them."""
+    if not trusted:
+        return {"readable": (), "writable": (), "env_extra": _env(gpu)}
+    return {
+        "readable": (str(device_mod.cache_dir()),),
+        "writable": trusted_dirs(),
+        "env_extra": trusted_env(gpu),
+    }
 
 
 def record_problems(op, problem: Problem, config: EvalConfig, gpu: bool) -> list[Problem]:
@@ -603,7 +612,7 @@ def _sanitize(
             str(workdir),
             limits=config.limits,
             wall_s=wall,
-            env_extra=_env(gpu),
+            **_child_io(gpu, trusted=True),  # the judge's own phase, under the tool
             deadline_at=config.deadline_at,
         )
         reports[tool] = rep.to_dict()

@@ -119,11 +119,15 @@ def run(
     *,
     limits: Limits,
     wall_s: float,
+    readable: tuple[str, ...],
+    writable: tuple[str, ...],
     env_extra: dict[str, str],
     deadline_at: float | None = None,
 ) -> SanitizerReport:
-    """Run the judge_sanitize phase under `compute-sanitizer --tool <tool>`; every try of
-    the isolation ladder ends by `deadline_at` (time.monotonic()) when one is given."""
+    """Run the judge_sanitize phase under `compute-sanitizer --tool <tool>`, with what every
+    trusted child reads and writes (`readable`, `writable`: the artifact store, the compile
+    caches); every try of the isolation ladder ends by `deadline_at` (time.monotonic()) when
+    one is given."""
     tool_path = find_tool()
     if tool_path is None:
         return SanitizerReport(tool, ran=False, note="compute-sanitizer is not installed")
@@ -150,8 +154,8 @@ def run(
                 isolate_net=net,
                 isolate_fs=fs,
                 isolate_ns=ns,
-                writable=(side,),  # the tool writes its log there
-                readable=(os.path.dirname(tool_path),),
+                writable=(*writable, side),  # the tool writes its log there
+                readable=(*readable, os.path.dirname(tool_path)),
                 env_extra={**env_extra, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
                 wrapper=command(tool_path, tool, log_path),
             )
@@ -174,9 +178,12 @@ def run(
                 wall_s=res.wall_s,
                 log_tail=text[-2000:],
             )
-        if res.status is ChildStatus.TIMEOUT and last:
-            # 10-100x slower under the tool: a timeout says nothing about memory safety.
-            return SanitizerReport(tool, ran=False, isolation=level, note=_child_note(res))
+        if errors == 0 or (res.status is ChildStatus.TIMEOUT and last):
+            # The tool attached but the calls did not finish under it (they raised): a looser
+            # sandbox would not change that. A timeout says nothing about memory safety either
+            # (10-100x slower under the tool).
+            note = "; ".join([*notes, _child_note(res)]).strip("; ")[-1500:]
+            return SanitizerReport(tool, ran=False, isolation=level, note=note)
         notes.append(f"{level} ({res.wall_s:.0f} s): {_child_note(res) or 'no summary in the log'}")
     return SanitizerReport(tool, ran=False, note="; ".join(notes)[-1500:])
 

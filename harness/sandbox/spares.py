@@ -29,12 +29,18 @@ READY_WAIT_S = 60.0  # a claimed spare still importing is waited for this long, 
 _log = logging.getLogger(__name__)
 
 
+# Configurations whose spares are kept at once: an evaluation on a GPU starts children of two
+# (the untrusted recording, the trusted judge) back to back; with one shared bound the judge's
+# spares evicted those of the next candidate's recording (H100, 2026-11-27).
+CONFIGURATIONS_KEPT = 2
+
+
 def max_spares() -> int:
-    """Idle spares kept at most, over all configurations (KF_SANDBOX_SPARES; 0 turns them off:
-    every child is started fresh, as before). Two by default: a phase that ran in a spare is
-    often short (oracle_check), so one spare started at its beginning would still be importing
-    when the next phase asks (back-to-back interpreter evaluations of a Triton rmsnorm on 2
-    CPU cores, 2026-11-22: 7.9 s each with none, 6.3 with one, 5.1 with two)."""
+    """Idle spares kept per configuration (KF_SANDBOX_SPARES; 0 turns them off: every child
+    is started fresh, as before). Two by default: a phase that ran in a spare is often short
+    (oracle_check), so one spare started at its beginning would still be importing when the
+    next phase asks (back-to-back interpreter evaluations of a Triton rmsnorm on 2 CPU cores,
+    2026-11-22: 7.9 s each with none, 6.3 with one, 5.1 with two)."""
     return max(0, int(os.environ.get("KF_SANDBOX_SPARES", "2")))
 
 
@@ -69,7 +75,8 @@ class SparePool:
         return spare
 
     def fill(self, config: Config) -> None:
-        """Keep max_spares() spares of this configuration waiting."""
+        """Keep max_spares() spares of this configuration waiting; past CONFIGURATIONS_KEPT
+        configurations, the oldest other one's go first."""
         limit = max_spares()
         with self.lock:
             missing = limit - sum(s.config == config for s in self.idle)
@@ -87,7 +94,7 @@ class SparePool:
             surplus = []
             with self.lock:
                 self.idle.append(spare)
-                while len(self.idle) > limit:  # other configurations' spares go first
+                while len(self.idle) > limit * CONFIGURATIONS_KEPT:
                     old = next((s for s in self.idle if s.config != config), self.idle[0])
                     self.idle.remove(old)
                     surplus.append(old)

@@ -145,16 +145,19 @@ def test_a_spare_of_another_configuration_is_not_used():
         assert spares.pool.pids() == []
 
 
-def test_it_keeps_at_most_the_configured_number_of_spares(monkeypatch):
-    monkeypatch.setenv("KF_SANDBOX_SPARES", "2")
+def test_it_keeps_the_configured_number_of_spares_for_two_configurations(monkeypatch):
+    monkeypatch.setenv("KF_SANDBOX_SPARES", "1")
     with _workdir() as workdir:
         _env_run(workdir, prestart=True)
         first = spares.pool.pids()
-        assert len(first) == 2
-        _env_run(workdir, prestart=True, isolate_net=False)  # another configuration
+        assert len(first) == 1
+        _env_run(workdir, prestart=True, isolate_net=False)  # another configuration: kept too
         second = spares.pool.pids()
-    assert len(second) == 2 and not set(first) & set(second)
-    assert not any(alive(pid) for pid in first)  # the bound drops the older ones
+        assert len(second) == 2 and set(first) < set(second)
+        _env_run(workdir, prestart=True, env_extra={"KF_THIRD": "1"})
+        third = spares.pool.pids()  # a third configuration: the oldest other one goes
+    assert len(third) == 2 and not set(first) & set(third)
+    assert not any(alive(pid) for pid in first)
 
 
 def test_it_starts_no_spare_when_switched_off(monkeypatch):

@@ -149,7 +149,8 @@ def test_it_wraps_the_tool_in_the_childs_namespaces_and_reads_its_log(tmp_path, 
     monkeypatch.setattr(sanitizer, "find_tool", lambda: str(fake))
     job, workdir = _sanitize_job(tmp_path)
     env = {"TRITON_INTERPRET": "1"}
-    clean = sanitizer.run("memcheck", job, str(workdir), limits=Limits(), wall_s=120, env_extra=env)
+    io = {"readable": (), "writable": (), "env_extra": env}
+    clean = sanitizer.run("memcheck", job, str(workdir), limits=Limits(), wall_s=120, **io)
     assert clean.ran and clean.errors == 0, clean
     assert clean.isolation == "namespaces+netns+landlock", clean
     assert clean.note == "", clean.note
@@ -159,6 +160,8 @@ def test_it_wraps_the_tool_in_the_childs_namespaces_and_reads_its_log(tmp_path, 
         str(workdir),
         limits=Limits(),
         wall_s=120,
+        readable=(),
+        writable=(),
         env_extra={**env, "FAKE_ERRORS": "2"},
     )
     assert dirty.ran and dirty.errors == 2 and dirty.isolation == "namespaces+netns+landlock"
@@ -167,3 +170,28 @@ def test_it_wraps_the_tool_in_the_childs_namespaces_and_reads_its_log(tmp_path, 
     for kind in ("net", "pid", "mnt"):
         tool_ns = [ln for ln in clean.log_tail.splitlines() if ln.startswith(f"{kind}:[")]
         assert tool_ns and tool_ns[0] != os.readlink(f"/proc/self/ns/{kind}"), clean.log_tail
+
+
+def test_a_judge_that_raises_under_the_tool_is_not_retried_in_a_looser_sandbox(
+    tmp_path, monkeypatch
+):
+    """The tool attached (its summary is in the log) but the calls under it raised: that is
+    the judge's failure, reported as "did not run", not a reason to drop namespaces (H100,
+    2026-11-27: a store the view lacked sent every run through the ladder, 120 s a step)."""
+    from harness.config import Limits
+
+    fake = tmp_path / "fake-sanitizer"
+    fake.write_text(FAKE_TOOL)
+    fake.chmod(0o755)
+    monkeypatch.setattr(sanitizer, "find_tool", lambda: str(fake))
+    job, workdir = _sanitize_job(tmp_path)
+    job["subject"] = {**job["subject"], "source": "raise RuntimeError('kf-broken-render')\n"}
+    env = {"TRITON_INTERPRET": "1"}
+    rep = sanitizer.run(
+        "memcheck", job, str(workdir), limits=Limits(), wall_s=120, readable=(), writable=(),
+        env_extra=env,
+    )  # fmt: skip
+    assert not rep.ran and rep.isolation == "namespaces+netns+landlock", rep
+    # (The judge refuses a source that is not the render it names, before running it.)
+    assert "raised under the tool" in rep.note and "not the render it names" in rep.note, rep
+    assert "netns+landlock (" not in rep.note, rep.note  # no looser step was tried
