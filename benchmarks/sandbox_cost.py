@@ -122,7 +122,7 @@ def main() -> None:
     parser.add_argument("--out")
     args = parser.parse_args()
     fixtures = tuple(args.fixtures.split(","))
-    sides = {"after": str(HERE)} | ({"before": args.base} if args.base else {})
+    sides = {"after": str(HERE)} | ({"before": os.path.abspath(args.base)} if args.base else {})
     runs: dict[str, list[dict]] = {name: [] for name in sides}
     for rnd in range(args.rounds):
         order = list(sides) if rnd % 2 == 0 else list(reversed(sides))
