@@ -276,6 +276,7 @@ def summary_text(result: Any) -> str:
         seen = [
             f"{name} {f['passed']}/{f['screened']}"
             + (f" best {f['best_speedup']:.3f}x" if f["best_speedup"] else "")
+            + (f" (not passed: {f['why_not']})" if f.get("why_not") else "")
             for name, f in s.families.items()
         ]
         lines.append("screen by family (passed/screened, best vs baseline): " + ", ".join(seen))

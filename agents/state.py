@@ -84,6 +84,7 @@ class Screened(TypedDict):
     noise: float
     rounds: int  # successive-halving rounds it reached
     verified: int | None  # index of its full-protocol attempt, once it was a finalist
+    why: str  # not passed: the detail's last line (agents.tiers.screen_why); "" when it passed
 
 
 class Pending(TypedDict):

@@ -200,15 +200,38 @@ def best_call(best: Best, config: OptimizeConfig) -> BaselineCall:
     return wins.beats_baselines(primary, None, best["noise"])
 
 
+WHY_CHARS = 160  # one reason, as kept in the run's state and shown per family
+
+
+def screen_why(entry: ScreenEntry) -> str:
+    """Why a render did not pass the screen, in one line: its verdict and the detail's last
+    line (a traceback ends with the exception); "" when it passed."""
+    if entry.verdict is Verdict.PASSED and entry.speedup:
+        return ""
+    lines = [ln.strip() for ln in entry.detail.splitlines() if ln.strip()]
+    last = lines[-1] if lines else ("not timed" if entry.verdict is Verdict.PASSED else "")
+    return f"{entry.verdict.value}: {last}"[:WHY_CHARS].rstrip(": ")
+
+
 def by_family(screened: dict[str, Screened]) -> dict[str, dict[str, Any]]:
-    """Per family: renders screened, passed, and the best screened speedup."""
+    """Per family: renders screened, passed, the best screened speedup, and why the others
+    did not pass (`why_not`: a count per reason, most frequent first), so a family the screen
+    drops says why (issue 24: CUTLASS read "0/8" and nothing more)."""
     out: dict[str, dict[str, Any]] = {}
+    reasons: dict[str, dict[str, int]] = {}
     for s in screened.values():
         family = out.setdefault(s["family"], {"screened": 0, "passed": 0, "best_speedup": None})
         family["screened"] += 1
         if s["verdict"] == Verdict.PASSED.value and s["speedup"]:
             family["passed"] += 1
             family["best_speedup"] = max(family["best_speedup"] or 0.0, s["speedup"])
+        else:
+            why = s.get("why") or s["verdict"]
+            counts = reasons.setdefault(s["family"], {})
+            counts[why] = counts.get(why, 0) + 1
+    for name, counts in reasons.items():
+        top = sorted(counts.items(), key=lambda kv: -kv[1])
+        out[name]["why_not"] = "; ".join(f"{n}x {why}" for why, n in top[:3])[: 2 * WHY_CHARS]
     return dict(sorted(out.items()))
 
 

@@ -73,6 +73,7 @@ def screen(
             noise=e.noise,
             rounds=e.rounds,
             verified=None,
+            why=tiers.screen_why(e),
         )
     ranked = result.ranked()
     stats = tiers.counted(

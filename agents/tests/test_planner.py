@@ -44,6 +44,7 @@ def screened(family: str, params: dict, speedup: float | None) -> Screened:
         noise=0.01,
         rounds=1,
         verified=None,
+        why="" if speedup else "incorrect",
     )
 
 

@@ -2,8 +2,9 @@
 a full verification during the search."""
 
 from agents import Budget, OptimizeConfig, optimize
+from agents.state import Screened
 from agents.tests.fakes import FakeEvaluator, ListReporter, block_m_score
-from agents.tiers import could_win, finalists
+from agents.tiers import by_family, could_win, finalists, screen_why
 from harness.results import Regime, Verdict
 from harness.screen import ScreenEntry
 from kernels import parse_problem
@@ -72,3 +73,41 @@ def test_the_search_event_says_what_the_screen_saw_of_each_family():
         assert 0 <= seen["passed"] <= seen["screened"], name
         assert (seen["best_speedup"] is None) == (seen["passed"] == 0), name
     assert max(f["best_speedup"] or 0 for f in families.values()) == 1.75  # BLOCK_M=256
+
+
+def _screened(family: str, entry: ScreenEntry) -> Screened:
+    return Screened(
+        family=family, params=dict(entry.params), candidate_id=entry.candidate_id,
+        verdict=entry.verdict.value, speedup=entry.speedup, noise=entry.noise,
+        rounds=entry.rounds, verified=None, why=screen_why(entry),
+    )  # fmt: skip
+
+
+def test_each_family_says_why_its_renders_did_not_pass_the_screen():
+    """Issue 24: the agent's summary read "matmul_cutlass_sm90 0/8" and nothing more."""
+    traceback = "Traceback (most recent call last):\n  File x\nRuntimeError: nvcc exited 1\n"
+    entries = {
+        "ok": ("matmul_tiled", entry("ok", 1.1)),
+        "t1": ("cutlass", ScreenEntry("cutlass", {"P": 1}, "t1", Verdict.TIMEOUT,
+                                      "compile did not finish in time")),
+        "t2": ("cutlass", ScreenEntry("cutlass", {"P": 2}, "t2", Verdict.TIMEOUT,
+                                      "compile did not finish in time")),
+        "ce": ("cutlass", ScreenEntry("cutlass", {"P": 3}, "ce", Verdict.COMPILE_ERROR,
+                                      traceback)),
+    }  # fmt: skip
+    screened = {k: _screened(f, e) for k, (f, e) in entries.items()}
+    assert screened["ok"]["why"] == ""
+    assert screened["ce"]["why"] == "compile_error: RuntimeError: nvcc exited 1"
+    families = by_family(screened)
+    assert families["matmul_tiled"] == {"screened": 1, "passed": 1, "best_speedup": 1.1}
+    cutlass = families["cutlass"]
+    assert (cutlass["screened"], cutlass["passed"]) == (3, 0)
+    assert cutlass["why_not"] == (
+        "2x timeout: compile did not finish in time; 1x compile_error: RuntimeError: nvcc exited 1"
+    )
+
+
+def test_a_state_saved_before_reasons_were_kept_still_counts_its_failures():
+    old = _screened("cutlass", ScreenEntry("cutlass", {}, "x", Verdict.CRASH, "boom"))
+    del old["why"]  # type: ignore[misc]
+    assert by_family({"x": old})["cutlass"]["why_not"] == "1x crash"

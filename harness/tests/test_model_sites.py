@@ -26,7 +26,7 @@ def _example(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     if hasattr(module, "CPU"):  # the examples size themselves up where a GPU is visible
-        module._config = lambda: module.CPU
+        vars(module)["_config"] = lambda: module.CPU
     torch.manual_seed(0)
     model = module.Model(*module.get_init_inputs()).eval()
     return model, module.get_inputs()

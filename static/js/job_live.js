@@ -57,10 +57,10 @@
     tbl.className = "families";
     const head = document.createElement("thead");
     const hr = document.createElement("tr");
-    for (const [text, note] of [["Family", ""], ["Passed / screened", ""], ["Best screened ", "vs torch"], ["Best verified ", "vs fastest baseline"]]) {
+    for (const [text, note] of [["Family", ""], ["Passed / screened", ""], ["Best screened ", "vs torch"], ["Best verified ", "vs fastest baseline"], ["Not passed ", "why"]]) {
       const th = document.createElement("th");
       th.scope = "col";
-      if (text !== "Family") th.className = "num";
+      if (text !== "Family" && text !== "Not passed ") th.className = "num";
       th.textContent = text;
       if (note) {
         const span = document.createElement("span");
@@ -84,6 +84,7 @@
       tr.appendChild(cell(speed(f.best_screened, s.interpreter), "num"));
       const verified = speed(f.best_verified, s.interpreter);
       tr.appendChild(cell(f.best_verified != null && !s.interpreter ? verified + " " + f.verified_baseline : verified, "num"));
+      tr.appendChild(cell(f.why_not || "—", "why-not"));
       rows.appendChild(tr);
     }
     tbl.appendChild(rows);

@@ -89,6 +89,9 @@ def task_note(*, stop_reason: str, error: str, queue: str) -> str:
     return STOP_REASONS.get(stop_reason, stop_reason).format(time=time_word(queue))
 
 
+WHY_NOT_CHARS = 320
+
+
 @dataclass(frozen=True)
 class FamilyRow:
     family: str
@@ -97,6 +100,7 @@ class FamilyRow:
     best_screened: float | None  # the screen's speedup vs eager PyTorch (quick, GPU time)
     best_verified: float | None  # the full protocol's speedup vs its fastest baseline
     verified_baseline: str  # that baseline's name ("torch", "compile", ...)
+    why_not: str  # why its other renders did not pass the screen (counts per reason)
 
 
 @dataclass(frozen=True)
@@ -177,6 +181,7 @@ def _task_search(
                 best_screened=s.get("best_speedup") or None,
                 best_verified=fastest.speedup if fastest else None,
                 verified_baseline=fastest.baseline if fastest else "",
+                why_not=scrub_paths(str(s.get("why_not") or ""))[:WHY_NOT_CHARS],
             )
         )
     interpreter = task.queue == CPU_QUEUE or any(it.interpreter for it in passed)

@@ -25,6 +25,12 @@ SEARCH = {
     "families": {
         "matmul_persistent_tma": {"screened": 104, "passed": 104, "best_speedup": 4.192},
         "matmul_tiled": {"screened": 109, "passed": 109, "best_speedup": 0.024},
+        "matmul_cutlass_sm90": {
+            "screened": 8,
+            "passed": 0,
+            "best_speedup": None,
+            "why_not": "8x timeout: compile did not finish in time (/srv/kf/var/cache/x.cu)",
+        },
     },
     "outcome": "baseline",
     "outcome_reason": "the best verified candidate (#1 matmul_persistent_tma) reaches 0.180x "
@@ -85,7 +91,10 @@ def test_a_cpu_run_says_cpu_time_and_marks_every_speed_as_interpreter(alice, tea
     assert "CPU time budget spent" in page and "gpu_time" not in page
     assert "/GPU-h" not in page and "not beyond noise" not in page
     assert "4.19" not in page and "0.18" not in page  # interpreter ratios are no speedups
-    assert "2 families: 624 screened, 2 fully verified" in page
+    assert "3 families: 624 screened, 2 fully verified" in page
+    # A family the screen dropped says why, without the worker's paths.
+    assert rows["matmul_cutlass_sm90"]["why_not"].startswith("8x timeout: compile did not")
+    assert "8x timeout: compile did not finish in time" in page and "/srv/kf" not in page
 
 
 def test_a_gpu_run_names_the_baseline_of_each_number_and_the_winner(alice, team):
