@@ -4,13 +4,15 @@ how much of the job's budget. Pure arithmetic; model_classify gives the shares.
 If a problem takes a share p of the model's time and its kernel gets s times faster, the
 model gets 1 / ((1 - p) + p / s) times faster; several problems at once add their p / s terms.
 The budget is split in proportion to each problem's gain at a 2x kernel speedup (the gain a
-plan can expect), among the problems whose gain is worth a minimum slice of time.
+plan can expect), among the problems whose slice covers what each needs at least (agents/fit.py:
+a full screen round and one verification); the others are listed with why they were left out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 SPEEDUPS = (1.5, 2.0, 3.0)  # the kernel speedups each plan row predicts the model's gain at
 EXPECTED_SPEEDUP = 2.0  # what the budget split assumes a kernel can get
@@ -38,6 +40,25 @@ def ceiling(share: float) -> float:
     return float("inf") if share >= 1.0 else 1.0 / (1.0 - share)
 
 
+class Need(Protocol):
+    """What one problem needs at least (agents.fit.Least)."""
+
+    @property
+    def total_s(self) -> float: ...
+
+    def describe(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class MinimumSlice:
+    """A fixed least slice for every problem (benchmarks, tests)."""
+
+    total_s: float
+
+    def describe(self) -> str:
+        return f"the smallest slice worth running ({self.total_s:.0f} s)"
+
+
 @dataclass(frozen=True)
 class PlanItem:
     rank: int  # 1 = optimize first
@@ -49,6 +70,8 @@ class PlanItem:
     predicted: dict[str, float]  # "1.5x" -> model speedup if this kernel gets 1.5x faster
     ceiling: float
     budget_s: float  # this problem's slice of the job's budget (0: not optimized)
+    least_s: float = 0.0  # what it needs at least (Need.total_s)
+    left_out: str = ""  # not funded: why, in words; "" when funded
 
     def to_dict(self) -> dict:
         return {
@@ -61,6 +84,8 @@ class PlanItem:
             "predicted": self.predicted,
             "ceiling": self.ceiling if self.ceiling != float("inf") else None,
             "budget_s": self.budget_s,
+            "least_s": self.least_s,
+            "left_out": self.left_out,
         }
 
 
@@ -88,14 +113,17 @@ def make_plan(
     groups: Iterable[Mapping],
     *,
     budget_s: float,
-    min_budget_s: float = 60.0,
+    least: Callable[[Mapping], Need] | float = 60.0,
     max_problems: int | None = None,
 ) -> Plan:
     """groups: ProblemGroup.to_dict()s (op, label, problem or None, share, time_us, calls).
 
-    Optimizable groups are ranked by share. Funded, in rank order, are those that get at
-    least `min_budget_s` when the budget is split by expected gain among them (at most
-    `max_problems`); the rest of the plan is listed with a zero budget.
+    Optimizable groups are ranked by share; at most `max_problems` are candidates. The budget
+    is split by expected gain among them; while a slice falls short of what its problem needs
+    (`least`: per problem dict, or one number for all), the short one that needs the most time
+    per unit of expected gain is left out and the split made again. Problems left out get a zero budget and the reason; when
+    none fits, none is funded (a slice that cannot finish one screen and one verification
+    cannot ship a verified kernel).
     """
     if budget_s <= 0:
         raise ValueError("the budget must be positive")
@@ -103,30 +131,40 @@ def make_plan(
     ranked = sorted((g for g in groups if g.get("problem")), key=lambda g: -g["share"])
     rest = sum(g["share"] for g in groups if not g.get("problem"))
     gains = [gain(g["share"]) for g in ranked]
-    funded = len(ranked) if max_problems is None else min(max_problems, len(ranked))
-    while funded > 0:  # drop the smallest until every funded slice is worth running
-        total = sum(gains[:funded])
-        if total > 0 and budget_s * gains[funded - 1] / total >= min_budget_s:
+    needs = [least(g["problem"]) if callable(least) else MinimumSlice(float(least)) for g in ranked]
+    limit = len(ranked) if max_problems is None else min(max_problems, len(ranked))
+    funded = list(range(limit))
+    left_out = dict.fromkeys(range(limit, len(ranked)), f"beyond the job's first {limit} problems")
+    while funded:
+        total = sum(gains[i] for i in funded) or 1.0
+        short = [i for i in funded if budget_s * gains[i] / total < needs[i].total_s]
+        if not short:
             break
-        funded -= 1
-    if funded == 0 and ranked:
-        funded = 1  # a budget below the minimum still goes to the largest problem
-    total_gain = sum(gains[:funded]) or 1.0
+        # The worst value goes first: the most time needed per unit of expected gain.
+        drop = max(short, key=lambda i: needs[i].total_s / max(gains[i], 1e-12))
+        offered = budget_s * gains[drop] / total
+        left_out[drop] = (
+            f"needs at least {needs[drop].total_s:.0f} s ({needs[drop].describe()}); its share "
+            f"of the {budget_s:.0f} s budget was {offered:.0f} s"
+        )
+        funded.remove(drop)
+    total_gain = sum(gains[i] for i in funded) or 1.0
     items = []
-    for rank, (g, gn) in enumerate(zip(ranked, gains, strict=True), start=1):
-        slice_s = budget_s * gn / total_gain if rank <= funded else 0.0
-        problem = g["problem"]
+    for index, (g, gn) in enumerate(zip(ranked, gains, strict=True)):
+        slice_s = budget_s * gn / total_gain if index in funded else 0.0
         items.append(
             PlanItem(
-                rank=rank,
+                rank=index + 1,
                 key=g["label"],
-                problem=dict(problem),
+                problem=dict(g["problem"]),
                 share=g["share"],
                 time_us=g["time_us"],
                 calls=g["calls"],
                 predicted={f"{s:g}x": end_to_end([(g["share"], s)]) for s in SPEEDUPS},
                 ceiling=ceiling(g["share"]),
                 budget_s=round(slice_s, 1),
+                least_s=round(needs[index].total_s, 1),
+                left_out=left_out.get(index, ""),
             )
         )
     funded_items = [i for i in items if i.budget_s > 0]

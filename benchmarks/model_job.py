@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from agents import fit
 from agents.amdahl import Plan, make_plan, predicted_from_measured
 from harness.model import ModelProfile, Winner, profile_model, verify_model
 from harness.model.screen import POINTS_PER_PROBLEM, screen_problems
@@ -159,7 +160,7 @@ def run_model_job(
     *,
     budget_s: float,
     max_problems: int | None = None,
-    min_budget_s: float = 60.0,
+    min_budget_s: float | None = None,
     optimizer: str = "agent",
     device: str | None = None,
     trace_to: str | None = None,
@@ -183,7 +184,10 @@ def run_model_job(
         profile.plan_groups(),
         budget_s=budget_s,
         max_problems=max_problems,
-        min_budget_s=min_budget_s,
+        # None: what each problem needs (a screen round and one verification), as a job's.
+        least=min_budget_s
+        if min_budget_s is not None
+        else fit.for_plan(gpu=profile.device == "cuda"),
     )
     out["plan"] = plan.to_dict()
     save(out)
@@ -323,7 +327,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=600.0, help="seconds for all problems")
     parser.add_argument("--max-problems", type=int, default=None)
     parser.add_argument(
-        "--min-budget", type=float, default=60.0, help="smallest slice worth giving a problem (s)"
+        "--min-budget",
+        type=float,
+        default=None,
+        help="smallest slice worth giving a problem (s; default: what each needs, agents.fit)",
     )
     parser.add_argument("--optimizer", choices=("agent", "families", "screen"), default="agent")
     parser.add_argument(

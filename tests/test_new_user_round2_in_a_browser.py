@@ -213,3 +213,25 @@ def test_the_leaderboard_headline_is_over_the_fastest_baseline(page, alice, team
     cell = page.locator("section.board tbody tr td.strong").first
     expect(cell).to_have_text("1.14× over compile")
     shot(page, "round2-leaderboard")
+
+
+def test_a_model_job_whose_budget_fits_no_problem_says_so(page, alice, team):
+    """Issue 24: a problem is funded only with a full screen round and one verification; a
+    one-minute model job optimizes nothing, and its page says why, per problem."""
+    from playwright.sync_api import expect
+
+    from workers.model_tasks import profile_model_job
+
+    (job,) = model_jobs(alice, team, [check_model_source(MODEL.read_text(), "two_norms.py")],
+                        queue="cpu", gpu_minutes=1, title="One-minute model")  # fmt: skip
+    assert profile_model_job(str(job.id)) == "planned"
+    page.goto(f"/jobs/{job.id}/")
+    expect(page.locator("main")).to_contain_text("The budget fits no problem: the largest")
+    plan = page.locator("table#plan")
+    expect(plan.locator("thead")).to_contain_text("Left out because")
+    first = plan.locator("tbody tr").first.locator("td.left-out")
+    expect(first).to_contain_text("needs at least")
+    expect(first).to_contain_text("a screen of 48 points")
+    shot(page, "round2-model-budget-too-small")
+    assert no_sideways_scroll(page)
+    assert not page.failed, page.failed

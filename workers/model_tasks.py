@@ -15,6 +15,7 @@ log = logging.getLogger(__name__)
 
 @app.task(name="workers.profile_model_job", acks_late=True)
 def profile_model_job(job_id: str) -> str:
+    from agents import fit
     from agents.amdahl import make_plan
     from harness.model import profile_model
     from webapp.jobs import model_services as services
@@ -29,7 +30,12 @@ def profile_model_job(job_id: str) -> str:
             services.model_fail(job_id=job_id, message=profile.message, profile=profile.to_dict())
             return "failed"
         # The compiled model's groups where it compiles, Linear time moved to fusions.
-        plan = make_plan(profile.plan_groups(), budget_s=services.model_budget(job_id=job_id))
+        # Each funded problem gets at least a full screen round and one verification.
+        plan = make_plan(
+            profile.plan_groups(),
+            budget_s=services.model_budget(job_id=job_id),
+            least=fit.for_plan(gpu=profile.device == "cuda"),
+        )
         services.model_profile_record(job_id=job_id, profile=profile.to_dict(), plan=plan.to_dict())
     except Exception as exc:
         services.model_fail(job_id=job_id, message=f"Profiling failed on our side: {exc!r}")

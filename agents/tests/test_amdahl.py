@@ -36,7 +36,7 @@ def test_it_refuses_shares_over_one():
 
 def test_it_orders_the_plan_by_share_and_predicts_each_speedup():
     groups = [_group("rmsnorm/a", 0.1), _group("matmul/b", 0.6), _group("attention", 0.3, False)]
-    plan = make_plan(groups, budget_s=600, min_budget_s=10)
+    plan = make_plan(groups, budget_s=600, least=10)
     assert [i.key for i in plan.items] == ["matmul/b", "rmsnorm/a"]
     top = plan.items[0]
     assert top.predicted["2x"] == pytest.approx(1 / (0.4 + 0.3))
@@ -46,9 +46,7 @@ def test_it_orders_the_plan_by_share_and_predicts_each_speedup():
 
 
 def test_it_splits_the_budget_by_expected_gain():
-    plan = make_plan(
-        [_group("matmul/b", 0.6), _group("rmsnorm/a", 0.2)], budget_s=400, min_budget_s=10
-    )
+    plan = make_plan([_group("matmul/b", 0.6), _group("rmsnorm/a", 0.2)], budget_s=400, least=10)
     a, b = plan.items
     assert a.budget_s + b.budget_s == pytest.approx(400, abs=0.2)
     assert a.budget_s / b.budget_s == pytest.approx(gain(0.6) / gain(0.2), rel=1e-2)
@@ -56,23 +54,59 @@ def test_it_splits_the_budget_by_expected_gain():
 
 def test_it_drops_problems_whose_slice_would_be_too_small():
     groups = [_group("matmul/b", 0.7), _group("rmsnorm/a", 0.01)]
-    plan = make_plan(groups, budget_s=300, min_budget_s=60)
+    plan = make_plan(groups, budget_s=300, least=60)
     assert [i.key for i in plan.funded] == ["matmul/b"]
     assert plan.funded[0].budget_s == 300
     assert plan.items[1].budget_s == 0
+    assert plan.items[1].left_out.startswith("needs at least 60 s (the smallest slice worth")
 
 
 def test_it_caps_the_number_of_problems():
     groups = [_group(f"matmul/{i}", 0.2) for i in range(4)]
-    plan = make_plan(groups, budget_s=1000, max_problems=2, min_budget_s=1)
+    plan = make_plan(groups, budget_s=1000, max_problems=2, least=1)
     assert len(plan.funded) == 2 and len(plan.items) == 4
 
 
 def test_it_predicts_the_model_speedup_from_measured_kernels():
-    plan = make_plan(
-        [_group("matmul/b", 0.6), _group("rmsnorm/a", 0.2)], budget_s=100, min_budget_s=1
-    )
+    plan = make_plan([_group("matmul/b", 0.6), _group("rmsnorm/a", 0.2)], budget_s=100, least=1)
     assert predicted_from_measured(plan, {}) == 1.0
     assert predicted_from_measured(plan, {"rmsnorm/a": 4.0}) == pytest.approx(1 / (0.8 + 0.05))
     assert plan.predicted_all["2x"] == pytest.approx(1 / (0.2 + 0.4))
     assert not math.isinf(plan.items[0].ceiling)
+
+
+class _Need:
+    def __init__(self, seconds: float) -> None:
+        self.total_s = seconds
+
+    def describe(self) -> str:
+        return f"{self.total_s:.0f} s of work"
+
+
+def test_a_problem_whose_slice_cannot_cover_what_it_needs_is_left_out_and_says_why():
+    """Issue 24: a GEMM given one attempt before its slice ran out. Here the largest problem
+    needs more than the whole budget: the next one is funded with all of it instead."""
+    needs = {"matmul/b": 500.0, "rmsnorm/a": 100.0}
+    plan = make_plan(
+        [_group("matmul/b", 0.6), _group("rmsnorm/a", 0.2)],
+        budget_s=300,
+        least=lambda problem: _Need(
+            needs["matmul/b" if problem["op"] == "matmul" else "rmsnorm/a"]
+        ),
+    )
+    big, small = plan.items
+    assert (big.budget_s, small.budget_s) == (0.0, 300.0)
+    assert big.left_out.startswith("needs at least 500 s (500 s of work); its share of the 300 s")
+    assert small.left_out == "" and (big.least_s, small.least_s) == (500.0, 100.0)
+    assert plan.to_dict()["items"][0]["left_out"] == big.left_out
+
+
+def test_a_budget_too_small_for_every_problem_funds_none():
+    plan = make_plan([_group("matmul/b", 0.6)], budget_s=50, least=60)
+    assert plan.funded == [] and "needs at least 60 s" in plan.items[0].left_out
+
+
+def test_problems_beyond_the_cap_say_so():
+    groups = [_group(f"matmul/{i}", 0.2) for i in range(3)]
+    plan = make_plan(groups, budget_s=1000, max_problems=2, least=1)
+    assert plan.items[2].left_out == "beyond the job's first 2 problems"

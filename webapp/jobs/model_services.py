@@ -53,6 +53,19 @@ def model_budget(*, job_id: uuid.UUID | str) -> float:
     return Job.objects.filter(id=job_id).values_list("gpu_minutes", flat=True).get() * 60.0
 
 
+def _nothing_funded(plan: dict[str, Any]) -> str:
+    """Why a planned model job optimizes nothing: no op we know, or a budget no problem fits
+    (agents.amdahl.make_plan: each funded problem gets a screen round and one verification)."""
+    items = plan.get("items") or []
+    if not items:
+        return "Nothing in this model is an op KernelForge can optimize yet."
+    top = items[0]
+    return (
+        f"The budget fits no problem: the largest, {top['key']}, {top.get('left_out') or ''}. "
+        "Give the job more GPU minutes to optimize it; until then PyTorch runs the model as it is."
+    )
+
+
 @transaction.atomic
 def model_profile_record(
     *, job_id: uuid.UUID | str, profile: dict[str, Any], plan: dict[str, Any]
@@ -70,7 +83,7 @@ def model_profile_record(
         run.status = S.OPTIMIZING
     else:
         run.status = S.DONE
-        run.message = "Nothing in this model is an op KernelForge can optimize yet."
+        run.message = _nothing_funded(plan)
         Job.objects.filter(id=job_id, status__in=Job.ACTIVE).update(
             status=Job.Status.DONE, finished_at=timezone.now()
         )

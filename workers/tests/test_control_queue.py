@@ -87,7 +87,8 @@ def test_a_model_jobs_end_to_end_check_runs_while_other_jobs_optimize(
 
     # A model job on a queue nobody reads, profiled and planned here, then moved to the CPU queue.
     source = check_model_source(MODEL.read_text(), "two_norms.py")
-    (model_job,) = model_jobs(alice, team, [source], queue="test.nobody", gpu_minutes=1)
+    # Ten minutes: a problem is funded only with a screen round and a verification (agents.fit).
+    (model_job,) = model_jobs(alice, team, [source], queue="test.nobody", gpu_minutes=10)
     assert profile_model_job(str(model_job.id)) == "planned"
     ModelRun.objects.filter(job=model_job).update(queue="cpu")
     Task.objects.filter(job=model_job).update(queue="cpu")

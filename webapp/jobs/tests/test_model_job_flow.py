@@ -154,3 +154,19 @@ def test_it_refuses_a_python_file_outside_the_convention(alice, team, client):
     assert response.status_code == 400
     assert "get_inputs()" in response.content.decode()
     assert not Job.objects.exists()
+
+
+def test_a_budget_that_fits_no_problem_funds_none_and_says_why(alice, team, client):
+    """Issue 24: each funded problem gets at least a full screen round and one verification;
+    a minute is less than any problem needs, so nothing is queued and the job says why."""
+    job = _create(alice, team, "tiny_mlp", gpu_minutes=1)
+    assert profile_model_job(str(job.id)) == "planned"
+    run = ModelRun.objects.get(job=job)
+    assert run.status == ModelRun.Status.DONE and not Task.objects.filter(job=job).exists()
+    items = run.plan["items"]
+    assert items and all(i["budget_s"] == 0 and i["least_s"] > 60 for i in items)
+    assert run.message.startswith(f"The budget fits no problem: the largest, {items[0]['key']}")
+    assert "needs at least" in run.message and "of the 60 s budget" in run.message
+    client.force_login(alice)
+    page = client.get(reverse("jobs:detail", args=[job.id])).content.decode()
+    assert "Left out because" in page and "a screen of 48 points" in page

@@ -1,0 +1,65 @@
+"""The least budget a problem needs to reach a verified win: one full screen round of its
+opening batch and one verification (issue 24: a model job's largest GEMM got one attempt,
+0.706x, before its slice ran out). The Amdahl plan (agents/amdahl.py) funds no problem with
+less; the plan and the job page say why a problem was left out.
+
+The numbers are the search's own estimates before a run has measured anything: a screening
+child's start-up, the opening batch compiled on every core (a CUDA C++ configuration is one
+nvcc build, in parallel with the others), screened at the measured rate, and the reserve the
+run keeps for one full verification (agents/stopping.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agents.config import OptimizeConfig
+from agents.evaluator import SCREEN_MIN_S, VERIFY_ESTIMATE_S
+from agents.stopping import ESTIMATE_SLACK
+from kernels import get_op
+from kernels.problem import Problem
+
+# Seconds per screened render, by where it runs: ~3,400 per GPU-hour on an H100 (issue 23's
+# baseline, 2026-11-27); 28,416 per hour under the CPU interpreter at a shrunken matmul
+# (webapp/jobs/tests/test_task_status.py's recorded run).
+SCREEN_S_PER_POINT = {"gpu": 3600.0 / 3400.0, "cpu": 3600.0 / 28416.0}
+# Wall time to compile an opening batch on every core, by the slowest backend in it: a CUTLASS
+# configuration builds in ~80 s (all of them in parallel); Triton renders in a few seconds each.
+COMPILE_WALL_S = {"cuda": 90.0, "triton": 15.0}
+
+
+@dataclass(frozen=True)
+class Least:
+    points: int  # the opening batch: one screen round
+    screen_s: float  # start-up, compiles and the screen of that batch
+    verify_s: float  # one full verification, with the run's slack
+
+    @property
+    def total_s(self) -> float:
+        return self.screen_s + self.verify_s
+
+    def describe(self) -> str:
+        return (
+            f"a screen of {self.points} points (~{self.screen_s:.0f} s) and one"
+            f" verification (~{self.verify_s:.0f} s)"
+        )
+
+
+def least_budget(problem: Problem, *, gpu: bool, config: OptimizeConfig | None = None) -> Least:
+    """What a search on `problem` needs at least, on a GPU worker or under the interpreter."""
+    config = config or OptimizeConfig()
+    families = get_op(problem.op).families()
+    backends = {f.backend for f in families if gpu or f.backend == "triton"}
+    points = config.screen_batch
+    compile_s = max((COMPILE_WALL_S.get(b, 0.0) for b in backends), default=0.0) if gpu else 0.0
+    screen_s = SCREEN_MIN_S + compile_s + points * SCREEN_S_PER_POINT["gpu" if gpu else "cpu"]
+    verify_s = ESTIMATE_SLACK * VERIFY_ESTIMATE_S["full" if gpu else "quick"]
+    return Least(points, math.ceil(screen_s), math.ceil(verify_s))
+
+
+def for_plan(*, gpu: bool) -> Callable[[Mapping[str, Any]], Least]:
+    """`least` for agents.amdahl.make_plan: a plan group's problem dict -> what it needs."""
+    return lambda problem: least_budget(Problem.from_dict(dict(problem)), gpu=gpu)

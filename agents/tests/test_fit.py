@@ -1,0 +1,33 @@
+"""What a problem needs at least before the Amdahl plan funds it (agents/fit.py)."""
+
+from __future__ import annotations
+
+from agents.config import OptimizeConfig
+from agents.evaluator import SCREEN_MIN_S, VERIFY_ESTIMATE_S
+from agents.fit import COMPILE_WALL_S, SCREEN_S_PER_POINT, for_plan, least_budget
+from agents.stopping import ESTIMATE_SLACK
+from kernels import parse_problem
+
+MATMUL = parse_problem("matmul", "2048x3584x18944", "bf16", "NN")
+RMSNORM = parse_problem("rmsnorm", "2048x3584", "bf16", "")
+
+
+def test_a_gpu_matmul_needs_a_cutlass_build_a_screen_round_and_a_full_verification():
+    least = least_budget(MATMUL, gpu=True)
+    screen = SCREEN_MIN_S + COMPILE_WALL_S["cuda"] + 48 * SCREEN_S_PER_POINT["gpu"]
+    assert least.points == OptimizeConfig().screen_batch == 48
+    assert least.screen_s >= screen and least.verify_s >= ESTIMATE_SLACK * VERIFY_ESTIMATE_S["full"]
+    assert least.total_s == least.screen_s + least.verify_s
+    assert "a screen of 48 points" in least.describe() and "one verification" in least.describe()
+
+
+def test_an_op_with_only_triton_families_and_the_interpreter_need_less():
+    gpu_matmul = least_budget(MATMUL, gpu=True).total_s
+    assert least_budget(RMSNORM, gpu=True).total_s < gpu_matmul  # no nvcc build to wait for
+    cpu = least_budget(MATMUL, gpu=False)  # no CUDA C++ family on a CPU worker, quick protocol
+    assert cpu.total_s < least_budget(RMSNORM, gpu=True).total_s
+    assert least_budget(MATMUL, gpu=True, config=OptimizeConfig(screen_batch=8)).points == 8
+
+
+def test_the_plan_asks_it_with_the_problem_dict_of_a_plan_group():
+    assert for_plan(gpu=True)(MATMUL.to_dict()) == least_budget(MATMUL, gpu=True)
