@@ -34,9 +34,11 @@ def paths(text: str, workdir: str | Path | None = None) -> str:
     """Absolute server paths made relative: `kf_candidate.py`, `triton/...`, `harness/...`."""
     if workdir:
         text = text.replace(str(workdir).rstrip("/") + "/", "")
-    text = _SCRATCH.sub("", text)
+    # Packages and the checkout first: a checkout in a folder named kf-* (a CI clone) would
+    # otherwise read as scratch and leave ".venv/lib/..." behind.
     text = _PACKAGES.sub("", text)
-    return text.replace(_ROOT, "").replace(_STDLIB, "")
+    text = text.replace(_ROOT, "").replace(_STDLIB, "")
+    return _SCRATCH.sub("", text)
 
 
 def candidate_traceback(exc: BaseException, workdir: str | Path, *, limit: int) -> str:

@@ -33,3 +33,14 @@ def test_it_makes_server_paths_relative():
         'File "harness/runtime.py", line 32\n'
         "kf_candidate.py:12:8: error"
     )
+
+
+def test_a_checkout_in_a_folder_named_like_scratch_keeps_its_relative_paths(monkeypatch):
+    monkeypatch.setattr(redact, "_ROOT", "/tmp/kf-fresh/")
+    text = (
+        'File "/tmp/kf-fresh/.venv/lib/python3.11/site-packages/triton/compiler/compiler.py"\n'
+        'File "/tmp/kf-fresh/harness/runtime.py"\n/tmp/kf-eval-x1/sandbox/kf_candidate.py:1'
+    )
+    assert redact.paths(text) == (
+        'File "triton/compiler/compiler.py"\nFile "harness/runtime.py"\nkf_candidate.py:1'
+    )
