@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from harness.model.profile import profile_model
 from harness.model.verify import Winner, verify_model
 
@@ -69,3 +71,25 @@ def test_the_decode_example_profiles_with_its_fusion_sites_and_plans_them():
     # q/k/v/o share one shape: the fusion took q, k and v; o stays a matmul problem.
     assert groups["matmul/8x256x256/bf16/NT"]["calls"] == 2
     assert "matmul/8x688x256/bf16/NT" not in groups, "gate and up are the fusion's"
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        # GQA with biased q/k/v (k/v are narrower than q), SwiGLU found as its fusion.
+        ("qwen2_block", {"swiglu_gate/64x1024x256/bf16", "matmul/64x128x256/bf16/NT+bias",
+                         "matmul/64x256x256/bf16/NT+bias", "rmsnorm/64x256/bf16"}),
+        # Parallel attention and MLP off one LayerNorm; the MLP's GEMMs carry biases.
+        ("gptj_block", {"matmul/64x256x256/bf16/NT", "matmul/64x1024x256/bf16/NT+bias",
+                        "matmul/64x256x1024/bf16/NT+bias", "layernorm/64x256/bf16"}),
+        # 2 x 65 tokens: an M of 130, no multiple of any tile.
+        ("vit_block", {"matmul/130x576x192/bf16/NT+bias", "matmul/130x768x192/bf16/NT+bias",
+                       "matmul/130x192x768/bf16/NT+bias", "matmul/130x192x192/bf16/NT+bias"}),
+    ],
+)  # fmt: skip
+def test_the_architectures_we_did_not_write_profile_into_our_problems(name, expected):
+    """Issue 25: three models written from published configurations (their CPU configs)."""
+    profile = profile_model((EXAMPLES / f"{name}.py").read_text(), device="cpu", steps=1, warmup=1)
+    assert profile.ok, profile.message
+    planned = {g["label"] for g in profile.plan_groups() if g.get("problem")}
+    assert expected <= planned, planned
