@@ -121,9 +121,9 @@ def make_plan(
     Optimizable groups are ranked by share; at most `max_problems` are candidates. The budget
     is split by expected gain among them; while a slice falls short of what its problem needs
     (`least`: per problem dict, or one number for all), the short one that needs the most time
-    per unit of expected gain is left out and the split made again. Problems left out get a zero budget and the reason; when
-    none fits, none is funded (a slice that cannot finish one screen and one verification
-    cannot ship a verified kernel).
+    per unit of expected gain is left out and the split made again. Problems left out get a
+    zero budget and the reason; when none fits, none is funded (a slice that cannot finish one
+    screen and one verification cannot ship a verified kernel).
     """
     if budget_s <= 0:
         raise ValueError("the budget must be positive")

@@ -22,10 +22,11 @@ from agents.stopping import ESTIMATE_SLACK
 from kernels import get_op
 from kernels.problem import Problem
 
-# Seconds per screened render, by where it runs: ~3,400 per GPU-hour on an H100 (issue 23's
-# baseline, 2026-11-27); 28,416 per hour under the CPU interpreter at a shrunken matmul
-# (webapp/jobs/tests/test_task_status.py's recorded run).
-SCREEN_S_PER_POINT = {"gpu": 3600.0 / 3400.0, "cpu": 3600.0 / 28416.0}
+# Seconds per screened render, by where it runs: 3,809 per GPU-hour on an H100 (agent run at
+# 4096x3584x18944 bf16, 2026-11-27: results/agents/matmul_4096x3584x18944_bf16_h100_budget5m
+# .json); 28,416 per hour under the CPU interpreter at a shrunken matmul (a CPU run of matmul
+# 256x256x256 quoted in webapp/jobs/tests/test_task_status.py; no results file).
+SCREEN_S_PER_POINT = {"gpu": 3600.0 / 3809.0, "cpu": 3600.0 / 28416.0}
 # Wall time to compile an opening batch on every core, by the slowest backend in it: a CUTLASS
 # configuration builds in ~80 s (all of them in parallel); Triton renders in a few seconds each.
 COMPILE_WALL_S = {"cuda": 90.0, "triton": 15.0}

@@ -173,8 +173,7 @@ def run(
                 errors=errors,
                 first_errors=first,
                 isolation=level,
-                # The steps that did not attach stay in the note: they cost wall time.
-                note="; ".join([*notes, _child_note(res)]).strip("; ")[-1500:],
+                note=_ladder_note(notes, res),
                 wall_s=res.wall_s,
                 log_tail=text[-2000:],
             )
@@ -182,10 +181,14 @@ def run(
             # The tool attached but the calls did not finish under it (they raised): a looser
             # sandbox would not change that. A timeout says nothing about memory safety either
             # (10-100x slower under the tool).
-            note = "; ".join([*notes, _child_note(res)]).strip("; ")[-1500:]
-            return SanitizerReport(tool, ran=False, isolation=level, note=note)
+            return SanitizerReport(tool, ran=False, isolation=level, note=_ladder_note(notes, res))
         notes.append(f"{level} ({res.wall_s:.0f} s): {_child_note(res) or 'no summary in the log'}")
     return SanitizerReport(tool, ran=False, note="; ".join(notes)[-1500:])
+
+
+def _ladder_note(notes: list[str], res: ChildResult) -> str:
+    """The last try's note after those of the steps that did not attach (they cost wall time)."""
+    return "; ".join([*notes, _child_note(res)]).strip("; ")[-1500:]
 
 
 def _child_note(res: ChildResult) -> str:
