@@ -82,7 +82,7 @@ class OptimizeConfig:
     # caps include it). None: the evaluator's estimate until this run has measured one.
     verify_estimate_s: float | None = None
     # Compile the next LLM-written candidates in sandboxed children while the GPU times one
-    # (harness.precompile). None: when a GPU is visible. precompile_workers None: the cores
+    # (harness.precompile). None: when a GPU is visible. precompile_workers None: the usable cores
     # less two, at most 8. The screen compiles renders on every core less two on its own.
     precompile: bool | None = None
     precompile_workers: int | None = None

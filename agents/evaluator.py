@@ -8,7 +8,6 @@ the CI graph tests use the real one under Triton's interpreter.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Sequence
@@ -129,7 +128,7 @@ class HarnessEvaluator(Evaluator):
     def __init__(self, config: OptimizeConfig) -> None:
         import harness  # imported here: the harness pulls in torch and triton
         from harness.config import EvalConfig, Limits
-        from harness.device import gpu_visible
+        from harness.device import gpu_visible, usable_cpus
 
         self._harness = harness
         self._config = config
@@ -137,7 +136,7 @@ class HarnessEvaluator(Evaluator):
         self._limits = Limits
         # Under the CPU interpreter nothing compiles: a precompile would only run it twice.
         enabled = config.precompile if config.precompile is not None else gpu_visible()
-        workers = config.precompile_workers or max(1, min(8, (os.cpu_count() or 2) - 2))
+        workers = config.precompile_workers or max(1, min(8, usable_cpus() - 2))
         self._pool = ThreadPoolExecutor(workers, "kf-precompile") if enabled else None
         self._ahead: dict[str, Future] = {}
         self._lock = threading.Lock()

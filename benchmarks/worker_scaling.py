@@ -37,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -68,6 +69,10 @@ class TaskRun:
     torch_us: float | None  # torch.matmul's median in the task's evaluations (GPU time)
     stop_reason: str = ""  # why the task's search ended (the agent's stop reason)
     error: str = ""
+    # The task's best kept kernel: its final full-protocol verification's verdict ("" when none
+    # ran), and its headline when it is a ranked win, else why it is not (PyTorch serves it).
+    final_verdict: str = ""
+    outcome: str = ""
 
 
 @dataclass
@@ -78,6 +83,7 @@ class Run:
     tasks: list[TaskRun] = field(default_factory=list)
     busy: dict[str, float] = field(default_factory=dict)  # GPU index -> busy fraction
     error: str = ""
+    cpus: str = ""  # the CPU cores `up` and everything it starts were pinned to ("": all)
 
 
 # ------------------------------------------------------------------ what the runs show
@@ -98,11 +104,15 @@ def overlapping(tasks: list[TaskRun]) -> list[tuple[str, str, str]]:
     return found
 
 
-def busy_fractions(samples: list[tuple[float, str, float]], start: float, end: float) -> dict:
-    """GPU index -> share of the samples in [start, end] with utilisation above 0."""
+def busy_fractions(
+    samples: list[tuple[float, str, float]], start: float, end: float, gpus: str
+) -> dict:
+    """GPU index -> share of the samples in [start, end] with utilisation above 0, for the GPUs
+    in `gpus` (CUDA_VISIBLE_DEVICES: another run may use the others at the same time)."""
+    mine = set(gpus.split(","))
     seen: dict[str, list[bool]] = {}
     for t, gpu, util in samples:
-        if start <= t <= end:
+        if start <= t <= end and gpu in mine:
             seen.setdefault(gpu, []).append(util > 0)
     return {gpu: sum(v) / len(v) for gpu, v in sorted(seen.items()) if v}
 
@@ -181,9 +191,14 @@ def seeded_cache(machine: Path, dest: Path) -> Path:
 
 
 def run_once(
-    gpus: str, shapes: tuple[str, ...], gpu_minutes: int, timeout_s: float, machine: Path
+    gpus: str,
+    shapes: tuple[str, ...],
+    gpu_minutes: int,
+    timeout_s: float,
+    machine: Path,
+    cpus: str = "",
 ) -> Run:
-    run = Run(gpus=gpus)
+    run = Run(gpus=gpus, cpus=cpus)
     with tempfile.TemporaryDirectory(prefix="kf-scaling-") as var:
         env = dict(
             os.environ,
@@ -195,8 +210,9 @@ def run_once(
         )
         env.pop("DATABASE_URL", None)
         log = open(Path(var) / "up.log", "w+")  # noqa: SIM115  (read while `up` runs)
+        pin = ["taskset", "--cpu-list", cpus] if cpus else []  # inherited by all `up` starts
         up = subprocess.Popen(
-            [sys.executable, "manage.py", "up", "--port", str(_free_port())],
+            [*pin, sys.executable, "manage.py", "up", "--port", str(_free_port())],
             cwd=ROOT,
             env=env,
             stdout=log,
@@ -220,7 +236,7 @@ def run_once(
             run.job_status, run.wall_s = result["status"], result["wall_s"]
             run.tasks = [TaskRun(**t) for t in result["tasks"]]
             start = result["submitted"]
-            run.busy = busy_fractions(samples, start, start + (run.wall_s or 0.0))
+            run.busy = busy_fractions(samples, start, start + (run.wall_s or 0.0), gpus)
         except Exception as exc:  # noqa: BLE001  (recorded: the other run still goes)
             log.seek(0)
             run.error = f"{type(exc).__name__}: {exc}\n--- up.log ---\n{log.read()[-3000:]}"
@@ -258,6 +274,8 @@ def watch(shapes: list[str], gpu_minutes: int, timeout_s: float) -> dict[str, An
     import kernels
     from webapp.accounts.models import Team
     from webapp.embedded.gpus import detect_gpus
+    from webapp.jobs.models import Iteration
+    from webapp.jobs.selectors import BEST_VERDICTS, fastest_speedup, why_not_ranked
     from webapp.jobs.submission import JobRequest, budget_minutes, jobs_submit
 
     gpus = detect_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"))
@@ -283,8 +301,14 @@ def watch(shapes: list[str], gpu_minutes: int, timeout_s: float) -> dict[str, An
     def since(moment: datetime | None) -> float | None:
         return None if moment is None else moment.timestamp() - submitted
 
+    def outcome(best: Iteration | None) -> str:
+        if best is not None and best.ranked:
+            return f"winner {fastest_speedup(best.measurement) or 0:.3f}x"
+        return why_not_ranked(best)
+
     tasks = []
     for task in job.tasks.select_related("problem").order_by("problem__position"):
+        best = task.iterations.filter(verdict__in=BEST_VERDICTS).order_by("seq").last()
         torch_us = [
             it.evaluation["timings"]["baselines"]["torch"]["median_us"]
             for it in task.iterations.all()
@@ -301,6 +325,10 @@ def watch(shapes: list[str], gpu_minutes: int, timeout_s: float) -> dict[str, An
                     torch_us=statistics.median(torch_us) if torch_us else None,
                     stop_reason=task.stop_reason,
                     error=task.error[-500:],
+                    final_verdict=(
+                        (best.final_evaluation or {}).get("verdict", "") if best else ""
+                    ),
+                    outcome=outcome(best),
                 )
             )
         )
@@ -332,6 +360,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--gpus", nargs="+", default=["0", "0,1"], help="CUDA_VISIBLE_DEVICES per run"
     )
+    parser.add_argument(
+        "--cpus",
+        nargs="+",
+        help="CPU cores per run (taskset lists, one per --gpus entry), e.g. 0-31 32-63",
+    )
+    parser.add_argument(
+        "--together",
+        action="store_true",
+        help="start the runs at once (each on its own GPUs and --cpus): a 4-GPU host gives the"
+        " one-GPU and the two-GPU machine in one session's time",
+    )
     parser.add_argument("--gpu-minutes", type=int, default=16, help="the job's GPU budget")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds a run may take")
     parser.add_argument("--out", help="write the result JSON here")
@@ -340,11 +379,20 @@ def main(argv: list[str] | None = None) -> None:
     if args.watch:
         print(json.dumps(watch(args.shapes, args.gpu_minutes, args.timeout)))
         return
+    cpus = args.cpus or [""] * len(args.gpus)
+    if len(cpus) != len(args.gpus):
+        parser.error("give one --cpus list per --gpus entry")
+    if args.together and not args.cpus:
+        parser.error("--together needs --cpus: runs sharing cores would slow each other")
     machine = warm_machine(args.gpus[0])
-    runs = []
-    for gpus in args.gpus:
-        runs.append(run_once(gpus, tuple(args.shapes), args.gpu_minutes, args.timeout, machine))
-        print(json.dumps(asdict(runs[-1]))[:2000], file=sys.stderr)
+
+    def one(gpus: str, cores: str) -> Run:
+        run = run_once(gpus, tuple(args.shapes), args.gpu_minutes, args.timeout, machine, cores)
+        print(json.dumps(asdict(run))[:2000], file=sys.stderr)
+        return run
+
+    with ThreadPoolExecutor(len(args.gpus) if args.together else 1) as pool:
+        runs = list(pool.map(one, args.gpus, cpus))
     import torch
 
     result = {
@@ -353,6 +401,7 @@ def main(argv: list[str] | None = None) -> None:
         "command": "python -m benchmarks.worker_scaling "
         + " ".join(sys.argv[1:] if argv is None else argv),
         "device": _device(),
+        "together": args.together,
         "job": {
             "problems": len(args.shapes),
             "gpu_minutes": args.gpu_minutes,

@@ -29,6 +29,16 @@ def gpu_visible() -> bool:
     )
 
 
+def usable_cpus() -> int:
+    """CPU cores this process may run on: its affinity mask, not the host's count, so a worker
+    pinned to its GPU's share of a multi-GPU host (taskset, a container's cpuset) sizes its
+    compile pools to that share."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
 def _version(package: str) -> str:
     try:
         return importlib.metadata.version(package)

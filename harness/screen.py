@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import threading
 import time
@@ -127,7 +126,7 @@ class ScreenResult:
 @dataclass(frozen=True)
 class ScreenConfig:
     device: str | None = None  # "cpu" forces the interpreter even where a GPU exists
-    compile_workers: int | None = None  # None: every CPU core less two (at least one)
+    compile_workers: int | None = None  # None: every usable CPU core less two (at least one)
     chunk: int = 4  # Triton renders per compile child (each child imports torch once)
     # Successive halving: samples per round; after each round the faster half (at least
     # `keep`) goes on. None: (10, 30, 100) on a GPU, (2,) under the interpreter.
@@ -200,7 +199,7 @@ class Screener:
         self.deadline_at = deadline_at
         resolve_op(problem.op, self.config.op_ref).validate(problem)
         self.gpu = self.config.device != "cpu" and device_mod.gpu_visible()
-        workers = self.config.compile_workers or max(1, (os.cpu_count() or 2) - 2)
+        workers = self.config.compile_workers or max(1, device_mod.usable_cpus() - 2)
         # Under the interpreter nothing compiles: points are ready as soon as they render.
         self._pool = ThreadPoolExecutor(workers, "kf-screen-compile") if self.gpu else None
         self.workers = workers if self.gpu else 0

@@ -29,10 +29,11 @@ def test_it_finds_two_tasks_one_worker_ran_at_once_and_only_those():
     assert overlapping(tasks) == [("gpu0@h", "c", "d")]
 
 
-def test_a_gpus_busy_share_counts_only_the_jobs_window():
+def test_a_gpus_busy_share_counts_only_the_jobs_window_and_the_runs_gpus():
     samples = [(0.0, "0", 90.0), (1.0, "0", 0.0), (2.0, "0", 50.0), (9.0, "0", 100.0)]
-    samples += [(1.0, "1", 0.0), (2.0, "1", 0.0)]
-    assert busy_fractions(samples, 1.0, 2.0) == {"0": 0.5, "1": 0.0}
+    samples += [(1.0, "1", 0.0), (2.0, "1", 0.0), (1.5, "2", 100.0)]
+    assert busy_fractions(samples, 1.0, 2.0, "0,1") == {"0": 0.5, "1": 0.0}
+    assert busy_fractions(samples, 1.0, 2.0, "2") == {"2": 1.0}  # a run beside it used GPU 2
 
 
 def test_the_summary_gives_throughput_and_the_timing_drift_against_one_worker():
