@@ -2,7 +2,8 @@
 # Issue 23's acceptance on a GPU: the public and unseen matmul sets timed through this checkout
 # (the trust boundary) and through BASE (a checkout from before it, e.g. `git archive f951184`),
 # same machine, same call, the same winners (--tuned: no search, so only the path differs).
-# Sides alternate per set and repeat (REPEATS, default 1; SETS, default "public unseen").
+# Sides alternate per set and repeat (repeats START..REPEATS, default 1..1; SETS, default
+# "public unseen"; START lets one series span several device calls).
 # Usage: BASE=.base OUT=dir bash benchmarks/trust_boundary_ab.sh; then
 # python -m benchmarks.ab_ratios dir --out benchmarks/results/<name>.json
 set -u
@@ -20,7 +21,7 @@ side() {  # side <name> <dir> <set> <repeat>
     --out "$OUT/$tag.json" > "$OUT/$tag.log" 2>&1)
   tail -n 3 "$OUT/$tag.log"
 }
-for i in $(seq 1 "${REPEATS:-1}"); do
+for i in $(seq "${START:-1}" "${REPEATS:-1}"); do
   for set in ${SETS:-public unseen}; do
     if [ $((i % 2)) = 1 ]; then first=after; else first=before; fi
     for who in $first $([ $first = after ] && echo before || echo after); do
