@@ -67,6 +67,9 @@ class OptimizeConfig:
     # step, and how many of each round's fastest go on to full verification (tier two).
     screen_batch: int = 48
     finalists: int = 2
+    # Built library points (harness/library.py) fill the first batch after the starting points
+    # and the defaults, then this share of every later batch until all are screened.
+    library_share: float = 0.5
     batch_size: int = 4  # points an LLM plan may name; LLM-written candidates per step
     min_gain: float = 0.01  # a keep needs more than max(noise, min_gain) relative gain
     profile: bool = True  # profile every new best (ncu costs seconds each)

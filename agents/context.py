@@ -4,6 +4,7 @@ LLM client and the clock. Passed as LangGraph's run context, so it is never chec
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -36,6 +37,16 @@ class RunContext:
     def families(self) -> dict[str, Family]:
         """The op's families this evaluator can run (no CUDA C++ on a CPU-only worker)."""
         return {f.name: f for f in self.op.families() if runs_backend(self.evaluator, f.backend)}
+
+    @functools.cached_property
+    def library(self) -> list[dict]:
+        """This machine's built library points that fit the problem ({family, params}) in
+        the families this evaluator runs: each costs the screen no compile
+        (harness/library.py; [] where nothing is built)."""
+        from harness import library
+
+        families = self.families
+        return [p for p in library.points_for(self.problem) if p["family"] in families]
 
     def candidate(
         self, source: str, family: str | None, origin: str = "", params: dict | None = None

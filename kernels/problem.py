@@ -17,6 +17,7 @@ where `inputs` come from Op.make_inputs and `out` has Op.output_spec's shape and
 from __future__ import annotations
 
 import abc
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -153,6 +154,32 @@ class Family(abc.ABC):
     @abc.abstractmethod
     def render(self, problem: Problem, params: Mapping[str, Any]) -> str:
         """Complete, readable candidate source; the same params give byte-identical text."""
+
+    # The parameters that change what is compiled; the others are read at run time. A family
+    # that names them builds once per combination, not per point or shape, so a machine can
+    # build them all ahead of any job (harness/library.py). (): the family is not built ahead.
+    build_params: tuple[str, ...] = ()
+
+    def library_points(self, problem: Problem) -> list[dict[str, Any]]:
+        """One valid point per distinct build for this problem's class (dtype, layout,
+        epilogue), nearest the default first: every combination of `build_params` from the
+        space, the run-time parameters from `runtime_for`; builds check() refuses are left out."""
+        if not self.build_params:
+            return []
+        choices = self.space(problem).choices
+        default = self.default(problem)
+        points = []
+        for combo in itertools.product(*(choices[name] for name in self.build_params)):
+            built = dict(zip(self.build_params, combo, strict=True))
+            point = {**default, **built, **self.runtime_for(problem, built)}
+            if self.check(problem, point) is None:
+                points.append(point)
+        return sorted(points, key=lambda q: sum(q[k] != default[k] for k in self.build_params))
+
+    def runtime_for(self, problem: Problem, built: Mapping[str, Any]) -> dict[str, Any]:
+        """Run-time parameters a library point of this build starts with (the default's,
+        unless the build needs others)."""
+        return {}
 
 
 class Op(abc.ABC):

@@ -12,7 +12,13 @@ import os
 import signal
 
 from celery import Celery
-from celery.signals import task_prerun, worker_init, worker_process_init, worker_shutting_down
+from celery.signals import (
+    task_prerun,
+    worker_init,
+    worker_process_init,
+    worker_ready,
+    worker_shutting_down,
+)
 
 from harness.sandbox.capabilities import undumpable
 from workers import stopping
@@ -33,6 +39,20 @@ def _hide_the_environment(**_: object) -> None:
     without its own PID namespace, it must not read them from /proc/<pid>/environ (the pool
     children inherit this; harness's run_child marks the evaluating process the same way)."""
     undumpable()
+
+
+@worker_ready.connect
+def _build_the_kernel_library(**_: object) -> None:
+    """On a GPU machine, build its kernel library in the background (harness/library.py): once
+    per machine, at the lowest CPU priority so a job's own compiles go first; a build that
+    finds another running leaves it be. KF_LIBRARY_BUILD=0 turns it off."""
+    from harness.device import gpu_visible
+
+    if os.environ.get("KF_LIBRARY_BUILD", "1") == "0" or not gpu_visible():
+        return
+    from harness import library
+
+    library.start_background_build()
 
 
 @worker_process_init.connect

@@ -135,6 +135,12 @@ def offline_plan(state: OptimizeState, ctx: RunContext) -> Plan | None:
             )
     hypothesis = ""
     observations = _observations(state)
+    # The machine's library: built already, so screening it costs no compile (issue 24).
+    share = room if first else math.ceil(ctx.config.library_share * room)
+    library = sum(
+        add(p, f"{p['family']}: a library build of this machine (screened without a compile)")
+        for p in _library_next(ctx, observations, taken, min(share, room - len(points)))
+    )
     # Families tier two keeps contradicting send no finalists (tiers.distrusted): screening
     # more of their points wastes the batch, so they come last, after every other family.
     distrusted = tiers.distrusted(state)
@@ -174,8 +180,11 @@ def offline_plan(state: OptimizeState, ctx: RunContext) -> Plan | None:
         hypothesis = (
             f"screen {len(points)} points: the {started} measured starting points for this shape"
             f" class (kernels/ops/{ctx.op.name}/starting_points.py), every family's default,"
+            f"{f' {library} built library points,' if library else ''}"
             " then the search's picks from every family"
         )
+    elif library and len(points) == library:
+        hypothesis = f"screen {library} more built library points (no compile)"
     elif points:
         hypothesis = f"screen {len(points)} more points; first: {hypothesis or 'the search picks'}"
     else:
@@ -333,6 +342,29 @@ def _starting_points(ctx: RunContext, taken: set[str]) -> list[dict[str, Any]]:
         if why is None and _key(name, params) not in taken:
             points.append({"family": name, "params": params})
     return points
+
+
+def _library_next(
+    ctx: RunContext, observations: dict[str, list[Observation]], taken: set[str], k: int
+) -> list[dict[str, Any]]:
+    """The next `k` library points not screened yet: in a family the screen has seen, the
+    surrogate's most promising first; otherwise nearest the family's default."""
+    left = [p for p in ctx.library if _key(p["family"], p["params"]) not in taken]
+    if k <= 0 or not left:
+        return []
+    predicted: dict[int, float] = {}
+    for name in {p["family"] for p in left} & set(observations):
+        family = ctx.families[name]
+        search = SurrogateSearch(
+            family.space(ctx.problem),
+            functools.partial(family.check, ctx.problem),
+            rng=random.Random(0),  # predict() draws nothing
+        )
+        for i, p in enumerate(left):
+            if p["family"] == name:
+                predicted[i] = search.predict(observations[name], p["params"])
+    order = sorted(range(len(left)), key=lambda i: (-predicted.get(i, -math.inf), i))
+    return [left[i] for i in order[:k]]
 
 
 def _start_of(ctx: RunContext, family: str) -> dict[str, Any] | None:

@@ -173,3 +173,52 @@ def test_a_distrusted_family_yields_the_batch_to_the_others():
     # Without the failures the same screen numbers put it first.
     plan = offline_plan({**state, "history": []}, ctx)
     assert plan is not None and plan["points"][0]["family"] == liar[0]
+
+
+def library_of(problem, pick) -> list[dict]:
+    """Built library points as harness.library.points_for gives them (a chosen subset)."""
+    cutlass = next(f for f in get_op("matmul").families() if f.name == "matmul_cutlass_sm90")
+    return [
+        {"family": cutlass.name, "params": p} for p in cutlass.library_points(problem) if pick(p)
+    ]
+
+
+def test_the_machines_library_fills_the_first_batch_after_the_starts_and_the_defaults():
+    ctx = context(UNSEEN, screen_batch=48)
+    ctx.library = library_of(UNSEEN, lambda p: p["TILE_K"] == 64)  # what this machine built
+    plan = offline_plan({}, ctx)
+    assert plan is not None and len(plan["points"]) == 48
+    keys = [_key(p["family"], p["params"]) for p in plan["points"]]
+    built = {_key(p["family"], p["params"]) for p in ctx.library}
+    defaults = [_key(f.name, f.default(UNSEEN)) for f in ctx.op.families()]
+    assert set(defaults) <= set(keys)  # every family's default still goes first
+    from_library = [
+        i for i, p in enumerate(plan["points"]) if "screened without a compile" in p["hypothesis"]
+    ]
+    assert len(from_library) > 20 and all(keys[i] in built for i in from_library)
+    assert min(from_library) > max(keys.index(d) for d in defaults)
+    assert from_library == list(range(min(from_library), 48))  # they fill the batch
+    assert "built library points" in plan["hypothesis"]
+
+
+def test_later_batches_keep_a_share_for_the_library_the_surrogates_picks_first():
+    ctx = context(LARGE, screen_batch=10, library_share=0.5)
+    ctx.library = library_of(LARGE, lambda p: True)
+    # The screen saw three builds that differ only in their scheduler: stream-K did best.
+    speed = {"persistent": 0.7, "streamk": 1.1, "batched_splitk": 0.6}
+    seen = [next(p for p in ctx.library if p["params"]["SCHEDULER"] == s) for s in speed]
+    state = {
+        "screened": {
+            _key(p["family"], p["params"]): screened(
+                p["family"], p["params"], speed[p["params"]["SCHEDULER"]]
+            )
+            for p in seen
+        }
+    }
+    plan = offline_plan(state, ctx)
+    assert plan is not None
+    built = {_key(p["family"], p["params"]) for p in ctx.library}
+    ours = [p for p in plan["points"] if _key(p["family"], p["params"]) in built]
+    assert len(ours) == 5  # half the batch; the search picks the rest
+    assert not {_key(p["family"], p["params"]) for p in ours} & set(state["screened"])
+    assert {p["params"]["SCHEDULER"] for p in ours} == {"streamk"}

@@ -266,6 +266,19 @@ class CutlassSm90Matmul(Family):
             ),
         )
 
+    # nvcc_flags() in the render: one shared library per combination, whatever the shape.
+    # STAGES is left at auto (0) in the library (as many as fit): the search tries others.
+    build_params = (
+        "TILE_M", "TILE_N", "TILE_K", "CLUSTER_M", "CLUSTER_N", "SCHEDULE", "SCHEDULER",
+    )  # fmt: skip
+
+    def runtime_for(self, problem: Problem, built: Mapping[str, Any]) -> dict[str, Any]:
+        if built["SCHEDULER"] == "batched_splitk":
+            return {"DECOMPOSITION": "splitk", "SPLITS": 4}
+        if built["SCHEDULER"] == "streamk":
+            return {"DECOMPOSITION": "heuristic", "SPLITS": 1}
+        return {"DECOMPOSITION": "data_parallel", "SPLITS": 1}
+
     def default(self, problem: Problem) -> dict[str, Any]:
         # The stock CUTLASS choice for large bf16 GEMMs on the H100.
         return {

@@ -1,0 +1,390 @@
+"""The kernel library of this machine: every build of the families that name their build
+parameters, compiled once ahead of any job (issue 24).
+
+A CUTLASS configuration takes the problem's sizes at run time, so it compiles once per
+(configuration, problem class, toolkit), not per shape or per point: `build()` compiles each
+`Family.library_points` of each problem class (dtype, layout and epilogue) through the same
+trusted compile path as the screen and the precompile (`harness.precompile`: a sandboxed child
+imports our render, which builds its shared library into the trusted compile cache), many at
+once on the CPU cores, and records each outcome in a manifest beside the cache. A search then
+screens the library's points for its problem first (agents/nodes/planner.py): they cost no
+compile, only their screen.
+
+The manifest is per nvcc version (a build is only good for the toolkit that made it) and each
+entry keeps the sha256 of the render it compiled, so a changed family template reads as not
+built rather than as a stale build. It is written after every build: a build cut short keeps
+what it made, and the next one goes on from there.
+
+    python -m harness.library build [--classes matmul/bf16/NN,...] [--workers N] [--minutes M]
+    python -m harness.library status
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from kernels.problem import Family, Problem
+
+# The classes a GPU worker builds when it starts: what models and shape sets mostly ask for
+# (torch's Linear is x @ W.T: layout NT).
+DEFAULT_CLASSES = ("matmul/bf16/NN", "matmul/bf16/NT", "matmul/fp16/NN", "matmul/fp16/NT")
+# A shape every library point of the op accepts: builds do not depend on it, renders name it.
+REPRESENTATIVE_SHAPE = {"matmul": (4096, 4096, 4096)}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One build in the manifest."""
+
+    family: str
+    problem_class: str  # "matmul/bf16/NN"
+    params: dict[str, Any]  # the family's build parameters only
+    ok: bool
+    seconds: float  # the compile child's wall time
+    render_sha256: str  # of the render that was compiled (a changed template: not built)
+    error: str = ""
+    built_at: str = ""
+
+
+@dataclass(frozen=True)
+class Planned:
+    family: Family
+    problem: Problem  # the class's representative problem
+    point: dict[str, Any]
+
+    @property
+    def key(self) -> str:
+        return entry_key(self.family, class_of(self.problem), self.point)
+
+    def render_sha256(self) -> str:
+        return hashlib.sha256(self.family.render(self.problem, self.point).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    planned: int
+    already: int  # built before this run (and still current)
+    built: int
+    failed: int
+    left: int  # not tried: the time ran out
+    cpu_s: float  # compile children's wall time, summed
+    wall_s: float
+    disk_bytes: int  # the compile cache's size after the build
+    failures: dict[str, str]  # entry key -> the first lines of its error
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def class_of(problem: Problem) -> str:
+    return f"{problem.op}/{problem.dtype}/{problem.layout}"
+
+
+def entry_key(family: Family, problem_class: str, point: dict[str, Any]) -> str:
+    built = {name: point[name] for name in family.build_params}
+    return json.dumps([family.name, problem_class, built], sort_keys=True)
+
+
+def representative(problem_class: str) -> Problem:
+    op, dtype, layout = (problem_class.split("/") + ["", ""])[:3]
+    if op not in REPRESENTATIVE_SHAPE:
+        raise ValueError(f"no library for op {op!r} (known: {sorted(REPRESENTATIVE_SHAPE)})")
+    return Problem(op, REPRESENTATIVE_SHAPE[op], dtype, layout)
+
+
+def planned(classes: tuple[str, ...] = DEFAULT_CLASSES) -> list[Planned]:
+    """Every build of every class, nearest each family's default first."""
+    from harness.ops import resolve_op
+
+    out = []
+    for problem_class in classes:
+        problem = representative(problem_class)
+        resolve_op(problem.op).validate(problem)
+        for family in resolve_op(problem.op).families():
+            out += [Planned(family, problem, p) for p in family.library_points(problem)]
+    return out
+
+
+# ------------------------------------------------------------------ the manifest
+
+
+def manifest_path() -> Path:
+    from harness.cuda_ext import nvcc_version
+    from harness.device import cache_dir
+
+    return cache_dir() / "library" / f"manifest-nvcc-{nvcc_version()}.json"
+
+
+def load(path: Path | None = None) -> dict[str, Entry]:
+    path = path or manifest_path()
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {e["key"]: Entry(**{k: v for k, v in e.items() if k != "key"}) for e in data}
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """One writer at a time across processes (two workers of one machine may build)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _record(path: Path, key: str, entry: Entry) -> None:
+    with _locked(path):
+        entries = load(path)
+        entries[key] = entry
+        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps([{"key": k, **asdict(e)} for k, e in entries.items()], indent=0))
+        os.replace(tmp, path)
+
+
+def is_built(entries: dict[str, Entry], item: Planned) -> bool:
+    entry = entries.get(item.key)
+    return entry is not None and entry.ok and entry.render_sha256 == item.render_sha256()
+
+
+# ------------------------------------------------------------------ building
+
+# (planned) -> (ok, seconds, error): the real one compiles through harness.precompile.
+Compile = Callable[[Planned], tuple[bool, float, str]]
+
+
+def _precompile(item: Planned) -> tuple[bool, float, str]:
+    from harness.config import EvalConfig
+    from harness.precompile import precompile
+    from harness.results import Backend, Candidate
+
+    source = item.family.render(item.problem, item.point)
+    candidate = Candidate.of_render(
+        source, Backend.of_family(item.family.backend), item.family.name, item.point
+    )
+    result = precompile(candidate, item.problem, config=EvalConfig(quick=True))
+    return result.ok, result.compile_s or result.seconds, result.error
+
+
+def build(
+    classes: tuple[str, ...] = DEFAULT_CLASSES,
+    *,
+    workers: int | None = None,
+    deadline_s: float | None = None,
+    retry_failed: bool = False,
+    compile_one: Compile | None = None,
+    progress: Callable[[str], None] | None = None,
+    manifest: Path | None = None,
+) -> BuildReport:
+    """Build what the manifest does not hold yet, `workers` at a time (every usable core
+    less two); nothing new starts after `deadline_s` seconds."""
+    from harness.device import usable_cpus
+
+    started = time.monotonic()
+    path = manifest or manifest_path()
+    compile_one = compile_one or _precompile
+    entries = load(path)
+    items = planned(classes)
+    todo = [
+        i
+        for i in items
+        if not is_built(entries, i) and (retry_failed or entries.get(i.key) is None)
+    ]
+    already = sum(is_built(entries, i) for i in items)
+    built = failed = 0
+    cpu_s = 0.0
+    failures: dict[str, str] = {}
+    say = progress or (lambda line: None)
+    say(f"library: {len(items)} builds planned, {already} already built, {len(todo)} to build")
+    pending: set[Future] = set()
+    queue = iter(todo)
+    size = workers or max(1, usable_cpus() - 2)
+    with ThreadPoolExecutor(size, "kf-library") as pool:
+        running: dict[Future, Planned] = {}
+
+        def start_more() -> None:
+            while len(running) < size:
+                if deadline_s is not None and time.monotonic() - started > deadline_s:
+                    return
+                item = next(queue, None)
+                if item is None:
+                    return
+                future = pool.submit(compile_one, item)
+                running[future] = item
+                pending.add(future)
+
+        start_more()
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                pending.discard(future)
+                item = running.pop(future)
+                try:
+                    ok, seconds, error = future.result()
+                except Exception as exc:  # noqa: BLE001  (one build's failure is recorded)
+                    ok, seconds, error = False, 0.0, f"{type(exc).__name__}: {exc}"
+                cpu_s += seconds
+                built += ok
+                failed += not ok
+                if not ok:
+                    failures[item.key] = error.strip()[:400]
+                _record(
+                    path,
+                    item.key,
+                    Entry(
+                        family=item.family.name,
+                        problem_class=class_of(item.problem),
+                        params={n: item.point[n] for n in item.family.build_params},
+                        ok=ok,
+                        seconds=round(seconds, 2),
+                        render_sha256=item.render_sha256(),
+                        error="" if ok else error[-2000:],
+                        built_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                    ),
+                )
+                n = built + failed
+                rate = (time.monotonic() - started) / n
+                say(
+                    f"library: {n}/{len(todo)} ({failed} failed), "
+                    f"{cpu_s / 60:.1f} CPU-min, ~{rate * (len(todo) - n) / 60:.0f} min left"
+                )
+            start_more()
+    return BuildReport(
+        planned=len(items),
+        already=already,
+        built=built,
+        failed=failed,
+        left=len(todo) - built - failed,
+        cpu_s=round(cpu_s, 1),
+        wall_s=round(time.monotonic() - started, 1),
+        disk_bytes=_disk_bytes(),
+        failures=failures,
+    )
+
+
+def _disk_bytes() -> int:
+    from harness.compile_cache import cuda_ext_dir
+
+    root = cuda_ext_dir()
+    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) if root.is_dir() else 0
+
+
+# ------------------------------------------------------------------ what a search takes
+
+
+def points_for(problem: Problem, *, manifest: Path | None = None) -> list[dict[str, Any]]:
+    """The library's built points that fit this problem, {family, params}, nearest each
+    family's default first ([] without nvcc or before any build)."""
+    from harness.cuda_ext import CudaBuildError
+    from harness.ops import resolve_op
+
+    try:
+        entries = load(manifest or manifest_path())
+    except CudaBuildError:  # no nvcc here: no library either
+        return []
+    if not entries:
+        return []
+    problem_class = class_of(problem)
+    try:
+        rep = representative(problem_class)
+    except ValueError:
+        return []
+    out = []
+    for family in resolve_op(problem.op).families():
+        for point in family.library_points(problem):
+            if is_built(entries, Planned(family, rep, point)):
+                out.append({"family": family.name, "params": point})
+    return out
+
+
+@contextmanager
+def _the_only_build() -> Iterator[bool]:
+    """True while this process holds the machine's build lock; False when another does."""
+    path = manifest_path().with_name("build.lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+
+
+def start_background_build() -> subprocess.Popen | None:
+    """`python -m harness.library build` detached, at nice 19, logging beside the manifest
+    (None without nvcc: nothing can be built here)."""
+    from harness.cuda_ext import CudaBuildError
+
+    try:
+        log_path = manifest_path().with_name("build.log")
+    except CudaBuildError:
+        return None
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "a") as log:
+        return subprocess.Popen(
+            ["nice", "-n", "19", sys.executable, "-m", "harness.library", "build"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,  # not in the worker's process group: a Ctrl-C is the worker's
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.library", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="build what is not built yet")
+    b.add_argument("--classes", default=",".join(DEFAULT_CLASSES), help="op/dtype/layout,...")
+    b.add_argument("--workers", type=int, help="builds at a time (default: usable cores - 2)")
+    b.add_argument("--minutes", type=float, help="start no build after this many minutes")
+    b.add_argument("--retry-failed", action="store_true")
+    b.add_argument("--out", help="write the build report (JSON) here")
+    sub.add_parser("status", help="what the manifest holds")
+    args = parser.parse_args(argv)
+    if args.command == "status":
+        entries = load()
+        by_class: dict[str, list[int]] = {}
+        for e in entries.values():
+            counts = by_class.setdefault(f"{e.family} {e.problem_class}", [0, 0])
+            counts[0 if e.ok else 1] += 1
+        print(f"{manifest_path()}: {len(entries)} builds")
+        for name, (ok, bad) in sorted(by_class.items()):
+            print(f"  {name}: {ok} built, {bad} failed")
+        return 0
+    classes = tuple(c.strip() for c in args.classes.split(",") if c.strip())
+    with _the_only_build() as only:
+        if not only:
+            print("another library build is running on this machine", file=sys.stderr)
+            return 0
+        report = build(
+            classes,
+            workers=args.workers,
+            deadline_s=args.minutes * 60 if args.minutes else None,
+            retry_failed=args.retry_failed,
+            progress=lambda line: print(line, file=sys.stderr, flush=True),
+        )
+    text = json.dumps(report.to_dict(), indent=1)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,139 @@
+"""The machine's kernel library (issue 24): which builds there are, how a build is recorded and
+resumed, and which built points a search gets for its problem. The compile itself is the
+screen's (harness.precompile, tested with it); here a stand-in compiles, except where a CUDA
+build meets a machine without a GPU, which is the real path's answer."""
+
+import json
+import time
+
+import pytest
+
+from harness import library
+from kernels import parse_problem
+from kernels.ops.matmul.families.cutlass_sm90 import CutlassSm90Matmul
+
+CUTLASS = CutlassSm90Matmul()
+BF16_NN = ("matmul/bf16/NN",)
+
+
+def test_cutlass_builds_once_per_configuration_not_per_point_or_shape():
+    problem = parse_problem("matmul", "4096x4096x4096", "bf16", "NN")
+    points = CUTLASS.library_points(problem)
+    assert len(points) >= 200  # hundreds of configurations in one class
+    builds = {library.entry_key(CUTLASS, "matmul/bf16/NN", p) for p in points}
+    assert len(builds) == len(points)  # one point per build
+    assert all(CUTLASS.check(problem, p) is None for p in points)
+    default = CUTLASS.default(problem)
+    assert all(points[0][k] == default[k] for k in CUTLASS.build_params)  # nearest first
+    # Another shape of the class has the same builds; a shape TMA cannot take has none.
+    other = parse_problem("matmul", "192x4096x7168", "bf16", "NN")
+    assert CUTLASS.library_points(other) == points
+    assert CUTLASS.library_points(parse_problem("matmul", "4096x4095x4096", "bf16", "NN")) == []
+
+
+def test_a_build_records_each_outcome_and_the_next_goes_on_from_there(tmp_path):
+    manifest = tmp_path / "manifest.json"
+    compiled: list[str] = []
+
+    def compile_one(item):
+        compiled.append(item.key)
+        if item.point["TILE_N"] == 192:
+            return False, 1.0, "nvcc failed: no wgmma for this tile"
+        return True, 2.0, ""
+
+    first = library.build(BF16_NN, workers=4, compile_one=compile_one, manifest=manifest)
+    planned = len(library.planned(BF16_NN))
+    assert first.planned == planned and first.already == 0
+    assert first.built + first.failed == planned and first.failed > 0 and first.left == 0
+    assert all("no wgmma" in why for why in first.failures.values())
+    entries = library.load(manifest)
+    assert len(entries) == planned
+    assert {e.ok for e in entries.values() if e.params["TILE_N"] == 192} == {False}
+
+    compiled.clear()
+    again = library.build(BF16_NN, workers=4, compile_one=compile_one, manifest=manifest)
+    assert compiled == [] and again.already == first.built  # nothing is built twice
+    retried = library.build(
+        BF16_NN, workers=4, compile_one=compile_one, manifest=manifest, retry_failed=True
+    )
+    assert retried.failed == first.failed and len(compiled) == first.failed
+
+
+def test_a_build_cut_short_keeps_what_it_made(tmp_path):
+    manifest = tmp_path / "manifest.json"
+    report = library.build(
+        BF16_NN,
+        workers=2,
+        deadline_s=0.2,  # only the first wave starts
+        compile_one=lambda item: time.sleep(0.4) or (True, 0.4, ""),
+        manifest=manifest,
+    )
+    assert report.built == 2 and report.left == report.planned - 2
+    assert len(library.load(manifest)) == 2
+
+
+def test_without_a_gpu_a_cuda_build_is_recorded_as_failed_with_the_reason(tmp_path):
+    manifest = tmp_path / "manifest.json"
+    report = library.build(BF16_NN, workers=2, deadline_s=0.01, manifest=manifest)
+    assert report.built == 0 and report.failed == 2
+    assert all("need a GPU" in why for why in report.failures.values())
+
+
+def test_a_search_gets_the_built_points_of_its_class_and_nothing_stale(tmp_path):
+    manifest = tmp_path / "manifest.json"
+    items = library.planned(BF16_NN)
+    library.build(
+        BF16_NN,
+        workers=2,
+        compile_one=lambda item: (item.point["SCHEDULER"] == "streamk", 1.0, "x"),
+        manifest=manifest,
+    )
+    problem = parse_problem("matmul", "192x4096x7168", "bf16", "NN")  # another shape, same class
+    got = library.points_for(problem, manifest=manifest)
+    streamk = [i for i in items if i.point["SCHEDULER"] == "streamk"]
+    assert len(got) == len(streamk) > 0
+    assert all(p["family"] == CUTLASS.name and p["params"]["SCHEDULER"] == "streamk" for p in got)
+    assert got[0]["params"] == streamk[0].point
+    # Other classes (layout NT, fp16) were not built.
+    assert (
+        library.points_for(
+            parse_problem("matmul", "192x4096x7168", "bf16", "NT"), manifest=manifest
+        )
+        == []
+    )
+    assert (
+        library.points_for(
+            parse_problem("matmul", "192x4096x7168", "fp16", "NN"), manifest=manifest
+        )
+        == []
+    )
+    # A build of a different render (the family's template changed since) is not built.
+    data = json.loads(manifest.read_text())
+    for entry in data:
+        entry["render_sha256"] = "0" * 64
+    manifest.write_text(json.dumps(data))
+    assert library.points_for(problem, manifest=manifest) == []
+
+
+def test_no_nvcc_means_no_library(monkeypatch):
+    from harness import cuda_ext
+
+    monkeypatch.setattr(cuda_ext, "nvcc_path", lambda: None)
+    cuda_ext._NVCC_VERSION.clear()
+    problem = parse_problem("matmul", "4096x4096x4096", "bf16", "NN")
+    assert library.points_for(problem) == []
+
+
+def test_an_unknown_class_is_refused_with_what_is_known():
+    with pytest.raises(ValueError, match="no library for op 'softmax'"):
+        library.planned(("softmax/bf16/",))
+
+
+def test_one_build_at_a_time_per_machine(tmp_path, monkeypatch):
+    """Every GPU worker of a machine starts a build when it is ready: the first holds the
+    machine's build lock, the others leave it be."""
+    monkeypatch.setattr(library, "manifest_path", lambda: tmp_path / "manifest.json")
+    with library._the_only_build() as first, library._the_only_build() as second:
+        assert first and not second
+    with library._the_only_build() as again:
+        assert again  # released with the first
