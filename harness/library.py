@@ -162,6 +162,12 @@ def is_built(entries: dict[str, Entry], item: Planned) -> bool:
     return entry is not None and entry.ok and entry.render_sha256 == item.render_sha256()
 
 
+def _failed(entries: dict[str, Entry], item: Planned) -> bool:
+    """This very render failed to build before (a changed template is tried again)."""
+    entry = entries.get(item.key)
+    return entry is not None and not entry.ok and entry.render_sha256 == item.render_sha256()
+
+
 # ------------------------------------------------------------------ building
 
 # (planned) -> (ok, seconds, error): the real one compiles through harness.precompile.
@@ -201,9 +207,7 @@ def build(
     entries = load(path)
     items = planned(classes)
     todo = [
-        i
-        for i in items
-        if not is_built(entries, i) and (retry_failed or entries.get(i.key) is None)
+        i for i in items if not is_built(entries, i) and (retry_failed or not _failed(entries, i))
     ]
     already = sum(is_built(entries, i) for i in items)
     built = failed = 0
@@ -306,9 +310,18 @@ def points_for(problem: Problem, *, manifest: Path | None = None) -> list[dict[s
         return []
     out = []
     for family in resolve_op(problem.op).families():
-        for point in family.library_points(problem):
-            if is_built(entries, Planned(family, rep, point)):
-                out.append({"family": family.name, "params": point})
+        # Built as the representative's points: the build is the class's, whatever the shape
+        # (a family whose default run-time levers follow the shape still finds its builds).
+        built = {
+            entry_key(family, problem_class, p)
+            for p in family.library_points(rep)
+            if is_built(entries, Planned(family, rep, p))
+        }
+        out += [
+            {"family": family.name, "params": point}
+            for point in family.library_points(problem)
+            if entry_key(family, problem_class, point) in built
+        ]
     return out
 
 
