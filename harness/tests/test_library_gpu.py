@@ -1,6 +1,7 @@
 """The kernel library on a GPU machine: a real CUTLASS build, then a search's screen finds it
 built (no compile). Run with `bash harness/tests/gpu_run.sh` (needs nvcc and nvidia-cutlass)."""
 
+import json
 import time
 
 import pytest
@@ -16,6 +17,7 @@ def test_two_builds_then_the_screen_takes_them_without_a_compile(tmp_path, monke
     monkeypatch.setenv("KF_CACHE_DIR", str(tmp_path / "cache"))
     manifest = tmp_path / "manifest.json"
     report = library.build(("matmul/bf16/NN",), workers=2, deadline_s=1.0, manifest=manifest)
+    print("library build:", json.dumps(report.to_dict()))  # kept by gpu_run.sh's log
     assert report.built == 2 and report.failed == 0, report.failures
     assert report.disk_bytes > 0
     problem = parse_problem("matmul", "192x4096x7168", "bf16", "NN")
