@@ -26,11 +26,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agents.config import OptimizeConfig
-from agents.state import Best, OptimizeState, Screened
+from agents.state import Best, OptimizeState, Pending, Screened, Tier
 from harness.judge import wins
 from harness.judge.wins import BaselineCall
-from harness.results import Verdict
-from harness.screen import ScreenEntry
+from harness.results import Regime, Verdict
+from harness.screen import ScreenEntry, ScreenPoint
 
 
 def beats(
@@ -108,6 +108,23 @@ def finalists(
         ):
             chosen.append(entry)
     return chosen
+
+
+def still_a_finalist(item: Pending, state: OptimizeState, config: OptimizeConfig) -> bool:
+    """Whether a screen finalist waiting for tier two still beats the best's screen number
+    (the best may have changed since it was chosen). Anything else waiting (an LLM's code, a
+    finalist that carries a plan's LLM spend, anything ranked by interpreter timings) stays."""
+    if item["tier"] != Tier.VERIFY.value or item["screen_speedup"] is None or not item["family"]:
+        return True
+    if item["llm_tokens"] or item["llm_cost_usd"]:
+        return True
+    best = state.get("best")
+    timings = ((best.get("evaluation") or {}).get("timings") or {}) if best is not None else {}
+    if timings.get("regime") == Regime.INTERPRETER.value:
+        return True  # interpreter timings say nothing about winning: verified as chosen
+    screened = state.get("screened", {}).get(ScreenPoint(item["family"], item["params"]).key)
+    noise = screened["noise"] if screened else 0.0
+    return beats(item["screen_speedup"], noise, best_screen_speedup(best), config)
 
 
 def challenger(state: OptimizeState, config: OptimizeConfig) -> Screened | None:

@@ -59,6 +59,9 @@ class Entry:
     render_sha256: str  # of the render that was compiled (a changed template: not built)
     error: str = ""
     built_at: str = ""
+    # Why it failed: "compile" (nvcc refused it: the same render fails again) or what the
+    # sandbox said ("timeout", "crash", ...: tried again by the next build).
+    failure: str = ""
 
 
 @dataclass(frozen=True)
@@ -163,18 +166,35 @@ def is_built(entries: dict[str, Entry], item: Planned) -> bool:
 
 
 def _failed(entries: dict[str, Entry], item: Planned) -> bool:
-    """This very render failed to build before (a changed template is tried again)."""
+    """This very render failed to compile before (a changed template, a timeout or a crash
+    is tried again)."""
     entry = entries.get(item.key)
-    return entry is not None and not entry.ok and entry.render_sha256 == item.render_sha256()
+    return (
+        entry is not None
+        and not entry.ok
+        and entry.failure == "compile"
+        and entry.render_sha256 == item.render_sha256()
+    )
 
 
 # ------------------------------------------------------------------ building
 
-# (planned) -> (ok, seconds, error): the real one compiles through harness.precompile.
-Compile = Callable[[Planned], tuple[bool, float, str]]
+
+@dataclass(frozen=True)
+class Built:
+    """One build's outcome."""
+
+    ok: bool
+    seconds: float
+    error: str = ""
+    failure: str = ""  # "" when ok; "compile", or the sandbox's "timeout", "crash", ...
 
 
-def _precompile(item: Planned) -> tuple[bool, float, str]:
+# The real one compiles through harness.precompile; tests give a stand-in.
+Compile = Callable[[Planned], Built]
+
+
+def _precompile(item: Planned) -> Built:
     from harness.config import EvalConfig
     from harness.precompile import precompile
     from harness.results import Backend, Candidate
@@ -184,7 +204,7 @@ def _precompile(item: Planned) -> tuple[bool, float, str]:
         source, Backend.of_family(item.family.backend), item.family.name, item.point
     )
     result = precompile(candidate, item.problem, config=EvalConfig(quick=True))
-    return result.ok, result.compile_s or result.seconds, result.error
+    return Built(result.ok, result.compile_s or result.seconds, result.error, result.failure)
 
 
 def build(
@@ -239,9 +259,10 @@ def build(
                 pending.discard(future)
                 item = running.pop(future)
                 try:
-                    ok, seconds, error = future.result()
+                    outcome = future.result()
                 except Exception as exc:  # noqa: BLE001  (one build's failure is recorded)
-                    ok, seconds, error = False, 0.0, f"{type(exc).__name__}: {exc}"
+                    outcome = Built(False, 0.0, f"{type(exc).__name__}: {exc}", "crash")
+                ok, seconds, error = outcome.ok, outcome.seconds, outcome.error
                 cpu_s += seconds
                 built += ok
                 failed += not ok
@@ -259,6 +280,7 @@ def build(
                         render_sha256=item.render_sha256(),
                         error="" if ok else error[-2000:],
                         built_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                        failure=outcome.failure,
                     ),
                 )
                 n = built + failed
@@ -340,8 +362,10 @@ def _the_only_build() -> Iterator[bool]:
 
 
 def start_background_build() -> subprocess.Popen | None:
-    """`python -m harness.library build` detached, at nice 19, logging beside the manifest
-    (None without nvcc: nothing can be built here)."""
+    """`python -m harness.library build` beside the caller, at nice 19, logging beside the
+    manifest (None without nvcc: nothing can be built here). It stays in the caller's process
+    group, so it stops with the worker (`make up`'s Ctrl-C, a container's stop); the manifest
+    keeps what it built and the next start goes on from there."""
     from harness.cuda_ext import CudaBuildError
 
     try:
@@ -350,13 +374,14 @@ def start_background_build() -> subprocess.Popen | None:
         return None
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a") as log:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             ["nice", "-n", "19", sys.executable, "-m", "harness.library", "build"],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
-            start_new_session=True,  # not in the worker's process group: a Ctrl-C is the worker's
         )
+    threading.Thread(target=proc.wait, name="kf-library-reaper", daemon=True).start()
+    return proc
 
 
 def main(argv: list[str] | None = None) -> int:

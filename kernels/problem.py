@@ -191,6 +191,19 @@ class Op(abc.ABC):
     layouts: tuple[str, ...] = ("",)
     description: str = ""
 
+    def layout_note(self) -> str:
+        """Layouts beyond `layouts` this op takes, in words for the submission form's help."""
+        return ""
+
+    def layout_error(self, layout: str) -> str | None:
+        """Why this op cannot take `layout` (None: it can)."""
+        if layout in self.layouts:
+            return None
+        if self.layouts == ("",):
+            return f"{self.name} takes no layout, not {layout!r}"
+        layouts = ", ".join(repr(x) if x == "" else x for x in self.layouts)
+        return f"{self.name} supports layouts {layouts}, not {layout!r}"
+
     def validate(self, problem: Problem) -> None:
         """Raise ProblemError with a message a user can act on."""
         if problem.op != self.name:
@@ -205,11 +218,8 @@ class Op(abc.ABC):
             raise ProblemError(
                 f"{self.name} supports dtypes {', '.join(self.dtypes)}, not {problem.dtype!r}"
             )
-        if problem.layout not in self.layouts:
-            if self.layouts == ("",):
-                raise ProblemError(f"{self.name} takes no layout, not {problem.layout!r}")
-            layouts = ", ".join(repr(x) if x == "" else x for x in self.layouts)
-            raise ProblemError(f"{self.name} supports layouts {layouts}, not {problem.layout!r}")
+        if (why := self.layout_error(problem.layout)) is not None:
+            raise ProblemError(why)
         for spec in self.input_shapes(problem) + [self.output_spec(problem).shape]:
             n = 1
             for s in spec:

@@ -89,6 +89,40 @@ class RowwiseOp(Op):
         return out
 
 
+class NormOp(RowwiseOp):
+    """A normalization whose eps belongs to the problem: layout "" is the op's EPS; another is
+    written "eps=<value>" (Python's shortest spelling: eps=1e-05), so a model's own eps is
+    computed exactly, never swapped for ours."""
+
+    EPS: float
+
+    def eps(self, problem: Problem) -> float:
+        return float(problem.layout.removeprefix("eps=")) if problem.layout else self.EPS
+
+    def layout_for(self, eps: float) -> str:
+        """The layout that names `eps` ("" for the op's own)."""
+        return "" if float(eps) == self.EPS else f"eps={float(eps)!r}"
+
+    def layout_note(self) -> str:
+        return f"eps=<value> for another eps than {self.EPS!r}"
+
+    def layout_error(self, layout: str) -> str | None:
+        if layout == "":
+            return None
+        try:
+            eps = float(layout.removeprefix("eps=")) if layout.startswith("eps=") else None
+        except ValueError:
+            eps = None
+        if eps is None or not math.isfinite(eps) or eps <= 0:
+            return (
+                f"{self.name} takes no layout, or eps=<a positive number> (its own eps is "
+                f"{self.EPS!r}), not {layout!r}"
+            )
+        if layout != self.layout_for(eps):
+            return f"write {self.layout_for(eps) or 'no layout'!r} for eps {eps!r}, not {layout!r}"
+        return None
+
+
 class RowwiseFamily(Family):
     """A row-wise family: the subclass gives the template; space/default/check are shared."""
 

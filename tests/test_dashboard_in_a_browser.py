@@ -103,6 +103,10 @@ def test_it_goes_from_submit_to_a_pip_installed_download(up, tmp_path):  # noqa:
         expect(page.locator(".messages")).to_contain_text("Cancelling")
         expect(page.locator("#job-status")).to_have_text("Cancelled", timeout=30_000)
         expect(page.locator('#tasks [data-role="note"]')).to_have_text("cancelled")
+        # The cancel reloaded the page, whose rows come from the websocket's backfill: counted
+        # once it has drawn them (counted at once, a loaded machine read 0).
+        expect(page.locator("#iterations tbody tr").first).to_be_attached(timeout=20_000)
+        page.wait_for_timeout(500)
         kept_rows = page.locator("#iterations tbody tr").count()
         assert 0 < kept_rows < 12, "the run stopped early and its iterations stay"
 

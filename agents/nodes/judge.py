@@ -28,7 +28,7 @@ from agents.config import OptimizeConfig
 from agents.context import RunContext
 from agents.reporting import AttemptVerdict
 from agents.state import Best, OptimizeState, Pending, Tier
-from agents.tiers import counted
+from agents.tiers import counted, still_a_finalist
 from harness.results import Evaluation, Regime, Verdict
 
 
@@ -88,6 +88,11 @@ def judge(
     _prefetch(ctx, pending)
     attempt, tiers = run_attempt(state, ctx, item)
     update = recorded(state, ctx, attempt, tiers)
+    # A finalist the new best now outruns on the screen would buy only a report number: it
+    # waits for the finish as a challenger, and the time goes to screening more (on an H100
+    # a run stopped at 79 s of 180 because a verification of such a finalist would not fit).
+    after_best: OptimizeState = {**state, **update}  # type: ignore[typeddict-item]
+    pending = [p for p in pending if still_a_finalist(p, after_best, ctx.config)]
     update["pending"] = pending
     limit = ctx.config.max_profiles
     if (

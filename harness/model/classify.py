@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import kernels
 from harness.model.trace import MODULE_PREFIX, KernelRecord
 from kernels.problem import Problem, ProblemError
+from kernels.rowwise import NormOp
 
 DTYPE_NAMES = {
     "bfloat16": "bf16",
@@ -34,8 +35,6 @@ DTYPE_NAMES = {
     "c10::Half": "fp16",
     "float": "fp32",
 }
-RMSNORM_EPS = 1e-6  # kernels/ops/rmsnorm
-LAYERNORM_EPS = 1e-5  # kernels/ops/layernorm
 
 # aten ops -> (op, optimizable by kernels/). Matmul shapes are read from the op's input dims.
 ATEN_OPS = {
@@ -118,6 +117,15 @@ def _dtype(name: str) -> str | None:
     return DTYPE_NAMES.get(str(name).removeprefix("torch."))
 
 
+def _eps_layout(op: str, info: Mapping) -> str:
+    """The norm problem's layout for the module's own eps (kernels/rowwise.py NormOp): its
+    kernel computes exactly that eps ("" for the op's own, or when the module names none)."""
+    norm = kernels.get_op(op)
+    assert isinstance(norm, NormOp)
+    eps = info.get("eps")
+    return norm.layout_for(eps) if eps is not None and eps > 0 else ""
+
+
 def validated(op: str, shape: tuple[int, ...], dtype: str | None, layout: str = ""):
     """(Problem, "") when kernels/ can run it, else (None, why not)."""
     if dtype is None:
@@ -167,13 +175,13 @@ def problem_for_module(info: Mapping) -> tuple[str, Problem | None, str] | None:
         layout = "NT+bias" if "bias" in params else "NT"
         return ("matmul", *validated("matmul", (rows, n, k), dtype, layout))
     if "rmsnorm" in low and list(params.get("weight", [])) == [shape[-1]]:
-        if info.get("eps") is not None and abs(info["eps"] - RMSNORM_EPS) > 1e-12:
-            return "rmsnorm", None, f"eps={info['eps']} (kernels/ computes eps={RMSNORM_EPS})"
-        return ("rmsnorm", *validated("rmsnorm", (rows, shape[-1]), dtype))
+        return (
+            "rmsnorm",
+            *validated("rmsnorm", (rows, shape[-1]), dtype, _eps_layout("rmsnorm", info)),
+        )
     if cls == "LayerNorm" and "weight" in params and "bias" in params:
-        if info.get("eps") is not None and abs(info["eps"] - LAYERNORM_EPS) > 1e-12:
-            return "layernorm", None, f"eps={info['eps']} (kernels/ computes eps={LAYERNORM_EPS})"
-        return ("layernorm", *validated("layernorm", (rows, shape[-1]), dtype))
+        layout = _eps_layout("layernorm", info)
+        return ("layernorm", *validated("layernorm", (rows, shape[-1]), dtype, layout))
     if cls == "Softmax" and info.get("dim") in (-1, len(shape) - 1):
         return ("softmax", *validated("softmax", (rows, shape[-1]), dtype))
     if ("rotary" in low or "rope" in low) and len(shape) == 4 and {"cos", "sin"} <= set(buffers):

@@ -38,21 +38,26 @@ def test_a_build_records_each_outcome_and_the_next_goes_on_from_there(tmp_path):
     def compile_one(item):
         compiled.append(item.key)
         if item.point["TILE_N"] == 192:
-            return False, 1.0, "nvcc failed: no wgmma for this tile"
-        return True, 2.0, ""
+            return library.Built(False, 1.0, "nvcc failed: no wgmma for this tile", "compile")
+        if item.point["TILE_N"] == 64 and item.point["SCHEDULE"] == "pingpong":
+            return library.Built(False, 300.0, "compile did not finish in time", "timeout")
+        return library.Built(True, 2.0)
 
     first = library.build(BF16_NN, workers=4, compile_one=compile_one, manifest=manifest)
     planned = len(library.planned(BF16_NN))
     assert first.planned == planned and first.already == 0
     assert first.built + first.failed == planned and first.failed > 0 and first.left == 0
-    assert all("no wgmma" in why for why in first.failures.values())
     entries = library.load(manifest)
     assert len(entries) == planned
-    assert {e.ok for e in entries.values() if e.params["TILE_N"] == 192} == {False}
+    assert {e.failure for e in entries.values() if e.params["TILE_N"] == 192} == {"compile"}
+    timed_out = [e for e in entries.values() if e.failure == "timeout"]
+    assert timed_out and all(not e.ok for e in timed_out)
 
     compiled.clear()
     again = library.build(BF16_NN, workers=4, compile_one=compile_one, manifest=manifest)
-    assert compiled == [] and again.already == first.built  # nothing is built twice
+    assert again.already == first.built  # nothing built is built twice;
+    assert len(compiled) == len(timed_out)  # a timeout is tried again, an nvcc refusal not
+    compiled.clear()
     retried = library.build(
         BF16_NN, workers=4, compile_one=compile_one, manifest=manifest, retry_failed=True
     )
@@ -65,7 +70,7 @@ def test_a_build_cut_short_keeps_what_it_made(tmp_path):
         BF16_NN,
         workers=2,
         deadline_s=0.2,  # only the first wave starts
-        compile_one=lambda item: time.sleep(0.4) or (True, 0.4, ""),
+        compile_one=lambda item: time.sleep(0.4) or library.Built(True, 0.4),
         manifest=manifest,
     )
     assert report.built == 2 and report.left == report.planned - 2
@@ -86,7 +91,9 @@ def test_a_search_gets_the_built_points_of_its_class_and_nothing_stale(tmp_path)
     library.build(
         BF16_NN,
         workers=2,
-        compile_one=lambda item: (item.point["SCHEDULER"] == "streamk", 1.0, "x"),
+        compile_one=lambda item: library.Built(
+            item.point["SCHEDULER"] == "streamk", 1.0, "x", "compile"
+        ),
         manifest=manifest,
     )
     problem = parse_problem("matmul", "192x4096x7168", "bf16", "NN")  # another shape, same class
@@ -116,7 +123,7 @@ def test_a_search_gets_the_built_points_of_its_class_and_nothing_stale(tmp_path)
     assert library.points_for(problem, manifest=manifest) == []
     # ... and the next build makes every one of them again, the failed ones too.
     again = library.build(
-        BF16_NN, workers=4, compile_one=lambda item: (True, 1.0, ""), manifest=manifest
+        BF16_NN, workers=4, compile_one=lambda item: library.Built(True, 1.0), manifest=manifest
     )
     assert again.already == 0 and again.built == len(items)
     assert len(library.points_for(problem, manifest=manifest)) == len(items)

@@ -96,7 +96,7 @@ def _trace():
     # attention: named, not optimizable
     ev += [_x("cpu_op", "aten::scaled_dot_product_attention", 150, 30)]
     ev += _launch(151, 5, "pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128>>", 40.0)
-    # a module whose eps kernels/ does not compute
+    # a module with another eps than the op's own: its problem names that eps
     ev += [_x("user_annotation", "kf.module::odd_norm", 200, 20)]
     ev += _launch(201, 6, "void at::native::reduce_kernel<512, 1>", 5.0)
     # a kernel launched from nothing we know
@@ -127,8 +127,8 @@ def test_it_groups_kernels_into_problems_with_shares():
     assert norm.calls == 2 and norm.time_us == 5.0 and norm.how == "module"
     attention = next(g for g in groups.values() if g.op == "attention")
     assert attention.problem is None and attention.time_us == 40.0
-    odd = next(g for g in groups.values() if g.op == "rmsnorm" and g.problem is None)
-    assert "eps=1e-05" in odd.note
+    odd = groups["rmsnorm/128x64/bf16/eps=1e-05"]  # computed with the module's own eps
+    assert odd.problem is not None and odd.problem.layout == "eps=1e-05" and odd.how == "module"
     unknown = groups["my_custom_kernel_v2"]
     assert unknown.op == "unknown" and unknown.share == pytest.approx(10.0 / 100.0)
     assert sum(g.share for g in groups.values()) == pytest.approx(1.0)

@@ -58,6 +58,8 @@ def op_help() -> list[OpHelp]:
         layouts = "—" if bases == [""] else ", ".join(x or "none" for x in bases)
         if extras:
             layouts += f" (each also with {', '.join(extras)})"
+        if op.layout_note():
+            layouts += f" ({op.layout_note()})"
         rows.append(
             OpHelp(op.name, "x".join(op.dims), ", ".join(op.dtypes), layouts, op.description)
         )

@@ -4,24 +4,27 @@ from __future__ import annotations
 
 import torch
 
-from kernels.rowwise import RowwiseOp
+from kernels.rowwise import NormOp
 
-EPS = 1e-6
+EPS = 1e-6  # the op's own; a problem's layout may name another (NormOp)
 
 
-class RmsnormOp(RowwiseOp):
+class RmsnormOp(NormOp):
     name = "rmsnorm"
+    EPS = EPS
     vectors = ("weight",)
     description = "RMS normalization over the last dim, times a weight (Llama style)"
 
     def reference(self, problem, x, weight):
         x = x.double()
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * weight.double()
+        return (
+            x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps(problem)) * weight.double()
+        )
 
     def baseline(self, problem, x, weight, *, out):
         # What a model's eager RMSNorm does: upcast, normalize, cast back, scale.
         xf = x.float()
-        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS)
+        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps(problem))
         torch.mul(y.to(x.dtype), weight, out=out)
 
     def flops(self, problem):

@@ -3,7 +3,7 @@ ROWS rows per program, optionally a persistent grid that prefetches the next row
 
 from __future__ import annotations
 
-from kernels.ops.layernorm.op import EPS
+from kernels.ops.layernorm.op import LayernormOp
 from kernels.render import FAST_LAUNCH
 from kernels.rowwise_grid import LAUNCH_HELPER, GridRowwiseFamily
 
@@ -151,7 +151,7 @@ class LayernormRowwise(GridRowwiseFamily):
     description = summary
 
     def fixed(self, problem):
-        return {"EPS": EPS, **super().fixed(problem)}
+        return {"EPS": LayernormOp().eps(problem), **super().fixed(problem)}
 
     def default(self, problem):
         params = super().default(problem)

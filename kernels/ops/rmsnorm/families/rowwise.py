@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernels.ops.rmsnorm.op import EPS
+from kernels.ops.rmsnorm.op import RmsnormOp
 from kernels.render import FAST_LAUNCH
 from kernels.rowwise_grid import LAUNCH_HELPER, GridRowwiseFamily
 
@@ -128,7 +128,7 @@ class RmsnormRowwise(GridRowwiseFamily):
     description = summary
 
     def fixed(self, problem):
-        return {"EPS": EPS, **super().fixed(problem)}
+        return {"EPS": RmsnormOp().eps(problem), **super().fixed(problem)}
 
     def default(self, problem):
         params = super().default(problem)
