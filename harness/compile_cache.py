@@ -32,10 +32,22 @@ def trusted_triton_dir() -> Path:
     return root() / "trusted-triton"
 
 
+def trusted_inductor_dir() -> Path:
+    """Inductor's caches for the judge's torch.compile baseline on a GPU: its compiled graph
+    and its max-autotune choices, kept across evaluations (in a child's workdir they died with
+    it, so every full verification compiled and autotuned the baseline again)."""
+    return root() / "trusted-inductor"
+
+
 def trusted_dirs() -> tuple[str, ...]:
     """The folders a trusted child writes besides its workdir (made here)."""
     base = trusted_triton_dir()
-    folders = (cuda_ext_dir(), base, base.with_name(base.name + "-baselines"))
+    folders = (
+        cuda_ext_dir(),
+        base,
+        base.with_name(base.name + "-baselines"),
+        trusted_inductor_dir(),
+    )
     for folder in folders:
         folder.mkdir(parents=True, exist_ok=True)
     return tuple(str(f) for f in folders)
@@ -47,6 +59,8 @@ def trusted_env(gpu: bool) -> dict[str, str]:
         "TORCH_EXTENSIONS_DIR": str(cuda_ext_dir()),
         "TRITON_CACHE_DIR": str(trusted_triton_dir()),
     }
-    if not gpu:
+    if gpu:
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(trusted_inductor_dir())
+    else:
         env["TRITON_INTERPRET"] = "1"
     return env

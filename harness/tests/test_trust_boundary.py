@@ -65,11 +65,12 @@ def test_no_key_or_nonce_is_handed_to_an_untrusted_child():
 
 
 def _shared_caches() -> list[str]:
-    from harness.compile_cache import cuda_ext_dir, trusted_triton_dir
+    from harness.compile_cache import cuda_ext_dir, trusted_inductor_dir, trusted_triton_dir
 
     return [
         str(cuda_ext_dir() / ("0" * 20)),
         str(trusted_triton_dir() / "planted"),
+        str(trusted_inductor_dir() / "planted"),
         str(artifacts.store() / "blobs" / "00"),
         str(artifacts.store() / "plans"),
         os.path.join(scratch.root(), "planted"),
@@ -229,3 +230,17 @@ def test_scratch_has_a_hard_size_limit():
     line = next(x for x in ev.stdout_tail.splitlines() if x.startswith("FILL"))
     assert "errno 28" in line, line  # ENOSPC, at its cap, not a full host disk
     assert int(line.split("after ")[1].split(" ")[0]) <= limit, line
+
+
+def test_only_the_trusted_children_on_a_gpu_keep_inductors_caches():
+    """The judge's torch.compile baseline keeps its compiled graph and autotune choices across
+    evaluations; an untrusted child neither sees that folder nor writes it."""
+    from harness.compile_cache import trusted_dirs, trusted_env, trusted_inductor_dir
+    from harness.judge.evaluation import _child_io
+
+    assert trusted_env(True)["TORCHINDUCTOR_CACHE_DIR"] == str(trusted_inductor_dir())
+    assert str(trusted_inductor_dir()) in trusted_dirs()
+    assert "TORCHINDUCTOR_CACHE_DIR" not in trusted_env(False)  # the CPU's judge: as before
+    untrusted = _child_io(True, trusted=False)
+    assert "TORCHINDUCTOR_CACHE_DIR" not in untrusted["env_extra"]
+    assert str(trusted_inductor_dir()) not in untrusted["writable"]
