@@ -235,7 +235,6 @@ def build(
     failures: dict[str, str] = {}
     say = progress or (lambda line: None)
     say(f"library: {len(items)} builds planned, {already} already built, {len(todo)} to build")
-    pending: set[Future] = set()
     queue = iter(todo)
     size = workers or max(1, usable_cpus() - 2)
     with ThreadPoolExecutor(size, "kf-library") as pool:
@@ -248,15 +247,12 @@ def build(
                 item = next(queue, None)
                 if item is None:
                     return
-                future = pool.submit(compile_one, item)
-                running[future] = item
-                pending.add(future)
+                running[pool.submit(compile_one, item)] = item
 
         start_more()
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
-                pending.discard(future)
                 item = running.pop(future)
                 try:
                     outcome = future.result()
