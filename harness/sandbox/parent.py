@@ -18,6 +18,7 @@ import hmac
 import json
 import os
 import secrets
+import select
 import shutil
 import signal
 import subprocess
@@ -170,13 +171,12 @@ def _run(phase, job, workdir, *, limits, wall_s, cuda, isolate_net, isolate_fs, 
         process.hand_over(child, None if wrapper else claim)  # a failure shows as a crash
     if started is not None:
         started.set()
-    message = bytearray()
-    reader = threading.Thread(target=_read_all, args=(child.read_fd, message), daemon=True)
-    reader.start()
+    reader = _ResultReader(child.read_fd)
     if use_spares and prestart:
         pool.fill(config)  # its start-up overlaps with this phase
     timed_out, oom_killed = _wait(child, wall, reader)
     wall_used = time.monotonic() - start
+    message = reader.message
     if side_dir:
         with contextlib.suppress(OSError):
             message = bytearray(Path(side_dir, "result").read_bytes()[:_MAX_RESULT_BYTES])
@@ -190,7 +190,11 @@ def _run(phase, job, workdir, *, limits, wall_s, cuda, isolate_net, isolate_fs, 
         if why:
             return _result(child, ChildStatus.FORGED, wall_used, spare, error=why)
         if message and untrusted:
-            error = "its result message is not well formed (did its code write into it?)"
+            head = bytes(message[:80]), bytes(message[-80:]), len(message)
+            error = (
+                "its result message is not well formed (did its code write into it?): "
+                f"{head[2]} bytes, {head[0]!r} ... {head[1]!r}"
+            )
             return _result(child, ChildStatus.CRASH, wall_used, spare, error=error)
         if spare:
             # A spare can die between saying "ready" and its claim (killed from outside; H200,
@@ -247,7 +251,7 @@ def _trusted_writes(workdir: str, writable: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(folders)
 
 
-def _wait(child: Started, wall: float, reader: threading.Thread) -> tuple[bool, bool]:
+def _wait(child: Started, wall: float, reader: _ResultReader) -> tuple[bool, bool]:
     """Wait for the child up to the wall clock; then nothing of it stays.
     Returns (timed out, the kernel killed it for memory)."""
     timed_out = False
@@ -261,7 +265,7 @@ def _wait(child: Started, wall: float, reader: threading.Thread) -> tuple[bool, 
     child.group.kill_all()
     if timed_out:
         child.proc.wait()
-    reader.join(timeout=5)
+    reader.finish(grace_s=5)  # before cleanup() closes the fd it reads
     oom_killed = child.group.oom_kills() > 0  # read before cleanup() removes the group
     child.cleanup()
     return timed_out, oom_killed
@@ -308,15 +312,42 @@ def _result(
     )
 
 
-def _read_all(fd: int, into: bytearray) -> None:
-    while len(into) <= _MAX_RESULT_BYTES:
-        try:
-            chunk = os.read(fd, 1 << 20)
-        except OSError:
-            return
-        if not chunk:
-            return
-        into += chunk
+class _ResultReader:
+    """Reads a child's result pipe on a thread of its own, and never outlives the fd.
+
+    A reader left blocked on a closed fd (some process still held the write end when the
+    grace ran out) would read from whatever pipe the next child got under the same fd
+    number, and take part of that child's message: the one way we found for a candidate that
+    never touched its pipe to crash on a message "not well formed" (CI, 2026-11-28, once in
+    five runs). So the thread waits with select() in short steps and stops when told, and
+    finish() returns only once it has.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.message = bytearray()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def finish(self, grace_s: float) -> None:
+        """Up to grace_s for EOF (everything the child wrote), then stop reading."""
+        self._thread.join(timeout=grace_s)
+        self._stop.set()
+        self._thread.join()
+
+    def _read(self) -> None:
+        while len(self.message) <= _MAX_RESULT_BYTES and not self._stop.is_set():
+            try:
+                ready, _, _ = select.select([self.fd], [], [], 0.2)
+                if not ready:
+                    continue
+                chunk = os.read(self.fd, 1 << 20)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.message += chunk
 
 
 def _verify(message: bytes, key: bytes, nonce: str) -> tuple[dict | None, str]:

@@ -4,6 +4,7 @@ HMAC, an untrusted phase's result is only data."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import tempfile
@@ -17,7 +18,7 @@ import harness
 from harness import Verdict
 from harness.config import Limits
 from harness.sandbox import ChildStatus, run_child
-from harness.sandbox.parent import _verify
+from harness.sandbox.parent import _ResultReader, _verify
 from harness.tests.conftest import fresh, run_fixture
 
 
@@ -186,3 +187,28 @@ def test_a_candidate_gets_an_empty_stdin_not_a_closed_fd_0():
     ev = run_fixture("honest_torch_matmul", source_text=src)
     assert ev.verdict is Verdict.PASSED, ev.error
     assert "STDIN chr b'' True" in ev.stdout_tail, ev.stdout_tail
+
+
+def test_a_result_reader_stops_before_its_fd_is_closed_and_reused():
+    # A writer that outlives the child (an escapee still holding the pipe) must not leave a
+    # reader behind that takes the next child's message once the fd number is reused.
+    stale_read, stale_write = os.pipe()
+    reader = _ResultReader(stale_read)
+    os.write(stale_write, b"first")
+    start = time.monotonic()
+    reader.finish(grace_s=0.5)  # the write end is still open: no EOF comes
+    assert time.monotonic() - start < 3
+    assert bytes(reader.message) == b"first"
+    os.close(stale_read)
+    fresh_read, fresh_write = os.pipe()  # most likely the same fd number as stale_read
+    message = b"-\n" + b'{"status": "ok"}' * 1000
+    os.write(fresh_write, message)
+    os.close(fresh_write)
+    with contextlib.suppress(BrokenPipeError):  # the escapee writes on: a stale reader wakes
+        os.write(stale_write, b"more")
+    time.sleep(0.5)  # and would have taken the next message's part by now
+    nxt = _ResultReader(fresh_read)
+    nxt.finish(grace_s=5)
+    os.close(fresh_read)
+    os.close(stale_write)
+    assert bytes(nxt.message) == message
