@@ -54,6 +54,12 @@ from kernels.problem import Family, Problem
 # part of the deadline it is not given, so its results come back before the caller's deadline.
 CHILD_RETURN_S = 3.0
 RETRIES = 3  # fresh screening children after one died (each retry drops the culprit)
+# One candidate's turn in a screening child (import, checks, first timed round) is cut at its
+# share of the batch's time, but never below this: a first call may load or JIT-compile
+# (seconds on a GPU; the CPU interpreter runs every check at its own slow pace). An H100 agent
+# run lost 86 s four times over to one hung candidate (2026-11-28), all of its budget.
+POINT_FLOOR_S = {True: 30.0, False: 120.0}  # by "on a GPU"
+HUNG_EXIT = 75  # the screening child's exit status when its watchdog ended it
 
 
 @dataclass(frozen=True)
@@ -136,6 +142,7 @@ class ScreenConfig:
     compile_wall_s: float = 300.0  # one compile child (a CUTLASS configuration: ~80 s)
     limits: Limits = field(default_factory=lambda: Limits(wall_s=600.0))
     op_ref: str = ""  # "module:ATTR" naming an Op outside kernels/ (tests)
+    point_s: float | None = None  # a candidate's turn at most; None: its share (POINT_FLOOR_S)
 
 
 @dataclass
@@ -392,6 +399,8 @@ class Screener:
             "samples": list(samples),
             "keep": cfg.keep,
             "budget_s": wall - CHILD_RETURN_S,
+            "point_s": cfg.point_s
+            or max(POINT_FLOOR_S[self.gpu], (wall - CHILD_RETURN_S) / len(items)),
         }
         try:
             res = run_child(
@@ -424,6 +433,18 @@ class Screener:
                 rest = [i for i in rest if i.candidate.id != crashed]
                 entries.append(self._crashed(by_id[crashed], res.result.get("crash_detail", "")))
             return entries, rest, res.wall_s, ""
+        hung = next((r for r in lines if "hung" in r), None)
+        if hung is not None and hung["hung"] in by_id:
+            # Its watchdog ended the child: that one candidate had its share and is done with
+            # (a kernel that hangs once must not rank, whatever an earlier round said).
+            why = (
+                f"its turn ran past {hung['seconds']:.0f} s, its share of the batch's time: "
+                "stopped there; the others went on in a fresh child"
+            )
+            culprit = by_id[hung["hung"]]
+            done = [_entry(e) for cid, e in finished.items() if cid != culprit.candidate.id]
+            rest = [i for i in items if i.candidate.id not in finished and i is not culprit]
+            return [*done, self._crashed(culprit, why, Verdict.TIMEOUT)], rest, res.wall_s, why
         why = f"screening child {res.status.value}: {res.error} {res.output[-1500:]}".strip()
         done = [_entry(e) for e in finished.values()]
         todo = [i for i in items if i.candidate.id not in finished]

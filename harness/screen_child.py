@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import secrets
 import statistics
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -30,7 +32,7 @@ from harness.judge.baselines import make as make_baselines
 from harness.judge.cases import shrink
 from harness.ops import resolve_op
 from harness.results import Backend, Candidate, Regime, Verdict
-from harness.screen import ScreenPoint, render, tail_shape
+from harness.screen import HUNG_EXIT, ScreenPoint, render, tail_shape
 from kernels.problem import Problem
 
 
@@ -62,6 +64,32 @@ class _Progress:
     def write(self, **data: Any) -> None:
         with self.path.open("a") as f:
             f.write(json.dumps(data, default=str) + "\n")
+
+
+class _Watchdog:
+    """Ends this process when one candidate's turn runs past its share of the batch (a hung
+    kernel waits in the driver, where nothing in-process interrupts it; a timer thread can
+    still exit). It notes which candidate hung first; the parent goes on in a fresh child, so
+    a hang costs its share, not the batch's whole budget."""
+
+    def __init__(self, progress: _Progress, seconds: float) -> None:
+        self.progress, self.seconds = progress, seconds
+        self.timer: threading.Timer | None = None
+
+    def arm(self, cid: str) -> None:
+        self.disarm()
+        self.timer = threading.Timer(self.seconds, self._fire, (cid,))
+        self.timer.daemon = True
+        self.timer.start()
+
+    def disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _fire(self, cid: str) -> None:
+        self.progress.write(hung=cid, seconds=self.seconds)
+        os._exit(HUNG_EXIT)
 
 
 # ---------------------------------------------------------------- compile ahead
@@ -140,6 +168,7 @@ def screen_batch(job: dict) -> dict:
     problem, shapes = _shapes(job)
     op = resolve_op(problem.op, job["op_ref"])
     progress = _Progress(job["progress_path"])
+    watchdog = _Watchdog(progress, job["point_s"])
     seed = secrets.randbits(62)
     checked = [_Shape(op, p, device, seed + i) for i, p in enumerate(shapes)]
     timed = checked[-1]  # the problem shape
@@ -162,10 +191,12 @@ def screen_batch(job: dict) -> dict:
     def timed_round(cid: str, module, rnd: int) -> bool:
         """Time one candidate for round `rnd`; False when it failed (its entry says why)."""
         progress.write(candidate_id=cid, stage="time", round=rnd)
+        watchdog.arm(cid)
         if callable(getattr(module, "prepare", None)):
             module.prepare(*timed.inputs)
         try:
             speed = _time(module, base_fn, timed, base_out, regime, samples[rnd], left())
+            watchdog.disarm()
         except BaseException as exc:  # noqa: BLE001
             if is_cuda_fault(exc):
                 raise
@@ -185,11 +216,13 @@ def screen_batch(job: dict) -> dict:
             break
         cid = point["candidate_id"]
         progress.write(candidate_id=cid, stage="check")
+        watchdog.arm(cid)  # its import, checks and first timed round
         entry = _new_entry(point)
         entries[cid] = entry
         try:
             module, _ = _load(point, job)
         except BaseException as exc:  # noqa: BLE001  (does not import: never reaches the GPU)
+            watchdog.disarm()
             entry.update(
                 verdict=Verdict.COMPILE_ERROR.value,
                 detail="".join(traceback.format_exception(exc))[-1500:],
@@ -219,6 +252,7 @@ def screen_batch(job: dict) -> dict:
                 ).value,
                 detail="".join(traceback.format_exception(exc))[-1500:],
             )
+        watchdog.disarm()
         progress.write(entry=entry)  # survives this process if a later candidate kills it
 
     survivors = passed

@@ -17,6 +17,7 @@ where `inputs` come from Op.make_inputs and `out` has Op.output_spec's shape and
 from __future__ import annotations
 
 import abc
+import contextlib
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -203,6 +204,12 @@ class Op(abc.ABC):
             return f"{self.name} takes no layout, not {layout!r}"
         layouts = ", ".join(repr(x) if x == "" else x for x in self.layouts)
         return f"{self.name} supports layouts {layouts}, not {layout!r}"
+
+    def numerics(self, problem: Problem) -> contextlib.AbstractContextManager:
+        """The global numeric settings the problem runs under (TF32 for an fp32 matmul that
+        the model runs as TF32): its baseline runs inside them, and a compiled baseline is
+        built and called inside them, since Inductor reads them when it compiles."""
+        return contextlib.nullcontext()
 
     def validate(self, problem: Problem) -> None:
         """Raise ProblemError with a message a user can act on."""

@@ -170,7 +170,8 @@ def test_the_form_has_a_budget_marks_required_fields_and_refuses_a_big_file(page
     page.check("input[name=kind][value=model]")
     help_text = page.locator(".field", has=page.locator("#id_example")).locator(".help")
     expect(help_text).to_contain_text(
-        "gpt block, gptj block, llama block, llama decode, mlp, qwen2 block, vit block"
+        "gpt block, gptj block, llama3 decode, llama block, llama decode, mlp, qwen2 block, "
+        "vit block"
     )
     page.check("input[name=kind][value=shapes]")
     shot(page, "round2-job-form")

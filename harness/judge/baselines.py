@@ -79,11 +79,13 @@ def _compiled(op: Op, problem: Problem, spec, device: str) -> Callable[..., None
         eager, mode="max-autotune-no-cudagraphs", dynamic=False, fullgraph=False
     )
     example = op.make_inputs(problem, seed=1, device=device)
-    compiled(*example)  # compile + autotune now, not inside the warm-up
+    with op.numerics(problem):
+        compiled(*example)  # compile + autotune now, not inside the warm-up
     torch.cuda.synchronize()
 
     def call(*inputs: torch.Tensor, out: torch.Tensor) -> None:
-        compiled(*inputs)
+        with op.numerics(problem):
+            compiled(*inputs)
 
     return call
 

@@ -22,8 +22,11 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import torch
+
 import kernels
 from harness.model.trace import MODULE_PREFIX, KernelRecord
+from kernels.ops.matmul.op import TF32
 from kernels.problem import Problem, ProblemError
 from kernels.rowwise import NormOp
 
@@ -136,6 +139,17 @@ def validated(op: str, shape: tuple[int, ...], dtype: str | None, layout: str = 
         return None, str(exc)
 
 
+def matmul_layout(layout: str, dtype: str | None, tf32: bool) -> str:
+    """A model's GEMM as a matmul layout: fp32 ones run as TF32 where the model allows it
+    (kernels/ops/matmul); one without TF32 stays cuBLAS's (its problem is refused, with why)."""
+    return layout + TF32 if dtype == "fp32" and tf32 else layout
+
+
+def allows_tf32() -> bool:
+    """Whether the model (this process, after its code ran) lets cuBLAS run fp32 as TF32."""
+    return bool(torch.backends.cuda.matmul.allow_tf32)
+
+
 def describe(module, x) -> dict:
     """A module's entry in the module table (what problem_for_module reads): its class, the
     shape and dtype of its first tensor input `x`, its own parameters' and buffers' shapes,
@@ -156,6 +170,7 @@ def describe(module, x) -> dict:
         "buffers": {n: list(b.shape) for n, b in module.named_buffers(recurse=False)},
         "eps": eps,
         "dim": dim if isinstance(dim, int) else None,
+        "tf32": allows_tf32(),  # global, recorded at the call: what the model set by then
     }
 
 
@@ -172,7 +187,9 @@ def problem_for_module(info: Mapping) -> tuple[str, Problem | None, str] | None:
     rows = math.prod(shape[:-1]) if len(shape) > 1 else 1
     if cls == "Linear" and "weight" in params:
         n, k = params["weight"]
-        layout = "NT+bias" if "bias" in params else "NT"
+        layout = matmul_layout(
+            "NT+bias" if "bias" in params else "NT", dtype, bool(info.get("tf32"))
+        )
         return ("matmul", *validated("matmul", (rows, n, k), dtype, layout))
     if "rmsnorm" in low and list(params.get("weight", [])) == [shape[-1]]:
         return (
@@ -192,26 +209,26 @@ def problem_for_module(info: Mapping) -> tuple[str, Problem | None, str] | None:
     return None
 
 
-def _matmul_from_aten(frame) -> tuple[Problem | None, str]:
+def _matmul_from_aten(frame, tf32: bool) -> tuple[Problem | None, str]:
     dims = [tuple(d) for d in frame.input_dims]
     dtype = _dtype(frame.input_types[0]) if frame.input_types else None
     name = frame.name
     try:
         if name == "aten::linear":
             x, w = dims[0], dims[1]
-            bias = len(dims) > 2 and len(dims[2]) == 1
-            return validated(
-                "matmul", (math.prod(x[:-1]), w[0], x[-1]), dtype, "NT+bias" if bias else "NT"
-            )
-        if name == "aten::addmm":
+            shape, layout = (math.prod(x[:-1]), w[0], x[-1]), "NT"
+            layout += "+bias" if len(dims) > 2 and len(dims[2]) == 1 else ""
+        elif name == "aten::addmm":
             a, b = dims[1], dims[2]
-            return validated("matmul", (a[0], b[1], a[1]), dtype, "NN+bias")
-        if name in ("aten::mm", "aten::matmul") and len(dims[1]) == 2:
+            shape, layout = (a[0], b[1], a[1]), "NN+bias"
+        elif name in ("aten::mm", "aten::matmul") and len(dims[1]) == 2:
             a, b = dims[0], dims[1]
-            return validated("matmul", (math.prod(a[:-1]), b[1], a[-1]), dtype, "NN")
+            shape, layout = (math.prod(a[:-1]), b[1], a[-1]), "NN"
+        else:
+            return None, "shape not recorded"
     except (IndexError, TypeError):
-        pass
-    return None, "shape not recorded"
+        return None, "shape not recorded"
+    return validated("matmul", shape, dtype, matmul_layout(layout, dtype, tf32))
 
 
 def _rowwise_from_aten(op: str, frame) -> tuple[Problem | None, str]:
@@ -246,7 +263,9 @@ def classify(
             i -= 1
         frame = stack[i]
         if op == "matmul":
-            problem, note = _matmul_from_aten(frame)
+            # The TF32 setting is global: any module's record of it is the model's.
+            tf32 = any(info.get("tf32") for info in modules.values())
+            problem, note = _matmul_from_aten(frame, tf32)
         elif op in ("softmax", "layernorm", "rmsnorm", "sum"):
             problem, note = _rowwise_from_aten(op, frame)
         else:

@@ -12,7 +12,11 @@ every node's module call in `meta["nn_module_stack"]` (a module called twice get
                  them (q, k) then passed through one rotary module call each
     decode_attention  scaled_dot_product_attention of T queries against S >= T keys whose
                  mask is the model's own bool buffer (or a slice of one) that is causal from
-                 the end (checked by value when the graph is captured), or no mask and T = 1
+                 the end (checked by value when the graph is captured), or no mask and T = 1;
+                 with fewer key/value heads than query heads where SDPA groups them
+                 (enable_gqa) or k and v were repeated for it (repeat_interleave on dim 1, or
+                 HF's repeat_kv: new axis, expand, reshape): the op reads the cache as it is
+                 and the repeats leave the graph with the call
     module       one call of a module model_classify knows as an op (RMSNorm, rotary,
                  LayerNorm, Softmax): its nodes, one activation in, one tensor out
 
@@ -35,7 +39,13 @@ import torch
 import torch.nn.functional as F
 from torch import fx
 
-from harness.model.classify import describe, problem_for_module, validated
+from harness.model.classify import (
+    allows_tf32,
+    describe,
+    matmul_layout,
+    problem_for_module,
+    validated,
+)
 from kernels.problem import Problem
 
 LINEAR = {torch._C._nn.linear, F.linear}
@@ -254,8 +264,9 @@ def _linears(g: _Graph) -> list[tuple[fx.Node, fx.Node, fx.Node | None, Problem]
             if bias_weight is None or bias_weight.dim() != 1:
                 continue
         n, k = weight.shape
-        layout = "NT+bias" if bias is not None else "NT"
-        problem, _ = validated("matmul", (math.prod(xs[:-1]), n, k), _dtype_name(xv), layout)
+        dtype = _dtype_name(xv)
+        layout = matmul_layout("NT+bias" if bias is not None else "NT", dtype, allows_tf32())
+        problem, _ = validated("matmul", (math.prod(xs[:-1]), n, k), dtype, layout)
         if problem is not None:
             found.append((node, x, bias, problem))
     return found
@@ -507,8 +518,67 @@ def _arg(node: fx.Node, index: int, name: str, default=None):
     return node.kwargs.get(name, default)
 
 
+REPEAT_INTERLEAVE = {torch.repeat_interleave}
+ALL = slice(None, None, None)
+
+
+@dataclass(frozen=True)
+class _Cached:
+    """k or v of an attention as the cache holds it, and the nodes that repeated its heads for
+    the query heads (the rewrite drops them with the attention)."""
+
+    node: Any
+    repeats: frozenset = frozenset()
+
+
+def _cached(g: _Graph, node) -> _Cached | None:
+    """What SDPA's k or v is before any grouped-query repeat of its heads (dim 1):
+    x.repeat_interleave(n, dim=1), torch.repeat_interleave(x, n, dim=1), or HF's repeat_kv,
+    x[:, :, None].expand(b, hkv, n, s, d).reshape(b, hkv * n, s, d)."""
+    shape = g.shape(node)
+    if shape is None or len(shape) != 4:
+        return None
+    if _is(node, REPEAT_INTERLEAVE, ("repeat_interleave",)):
+        source = _arg(node, 0, "input")
+        repeats, dim = _arg(node, 1, "repeats"), _arg(node, 2, "dim")
+        inner = g.shape(source)
+        if isinstance(repeats, int) and dim in (1, -3) and inner and inner[1] * repeats == shape[1]:
+            return _Cached(source, frozenset({node}))
+    if (repeated := _repeat_kv(g, node, shape)) is not None:
+        return repeated
+    return _Cached(node)
+
+
+def _repeat_kv(g: _Graph, node: fx.Node, shape: tuple[int, ...]) -> _Cached | None:
+    """HF's repeat_kv: x[:, :, None] (or x.unsqueeze(2)), .expand(b, hkv, n, s, d), then
+    .reshape(b, hkv * n, s, d); each step used only by the next."""
+    if not _is(node, RESHAPE_FNS, RESHAPE_METHODS):
+        return None
+    expand = node.args[0]
+    if not isinstance(expand, fx.Node) or not _is(expand, set(), ("expand",)):
+        return None
+    spread = expand.args[0]
+    if not isinstance(spread, fx.Node) or _only_user(expand) is not node:
+        return None
+    new_axis = (
+        _is(spread, {operator.getitem})
+        and spread.args[1] in ((ALL, ALL, None), (ALL, ALL, None, ALL, ALL))
+        or _is(spread, {torch.unsqueeze}, ("unsqueeze",))
+        and _arg(spread, 1, "dim") in (2, -3)
+    )
+    if not new_axis or _only_user(spread) is not expand:
+        return None
+    source, grouped = spread.args[0], g.shape(expand)
+    if g.shape(source) is None or grouped is None or len(grouped) != 5:
+        return None
+    b, hkv, n, s, d = grouped
+    if (b, hkv * n, s, d) != shape:
+        return None
+    return _Cached(source, frozenset({node, expand, spread}))
+
+
 def _decode_attention_sites(g: _Graph) -> list[Site]:
-    from kernels.ops.decode_attention.op import causal_from_end
+    from kernels.ops.decode_attention.op import causal_from_end, layout_for
 
     sites = []
     for node in g.gm.graph.nodes:
@@ -520,13 +590,22 @@ def _decode_attention_sites(g: _Graph) -> list[Site]:
             _arg(node, 4, "dropout_p", 0.0) == 0.0
             and _arg(node, 5, "is_causal", False) is False
             and node.kwargs.get("scale") is None
-            and not node.kwargs.get("enable_gqa", False)
         )
-        qs, ks, vs = g.shape(q), g.shape(k), g.shape(v)
-        if not plain or qs is None or ks is None or ks != vs or len(qs) != 4 or len(ks) != 4:
+        qs, kc, vc = g.shape(q), _cached(g, k), _cached(g, v)
+        if not plain or qs is None or kc is None or vc is None or len(qs) != 4:
             continue
-        (b, h, t, d), s_keys = qs, ks[2]
-        if ks[:2] != (b, h) or ks[3] != d or t > s_keys:
+        ks = g.shape(kc.node)
+        if ks is None or ks != g.shape(vc.node) or len(ks) != 4:
+            continue
+        (b, h, t, d), (kb, hkv, s_keys, kd) = qs, ks
+        if (kb, kd) != (b, d) or t > s_keys or h % hkv:
+            continue
+        # Fewer cached heads: SDPA groups them (enable_gqa), or both were repeated before it.
+        by_sdpa = bool(node.kwargs.get("enable_gqa", False))
+        repeated = bool(kc.repeats) and bool(vc.repeats)
+        if (kc.repeats or vc.repeats) and (by_sdpa or not repeated):
+            continue
+        if hkv != h and not (by_sdpa or repeated):
             continue
         if mask is None:
             if t != 1:
@@ -539,7 +618,12 @@ def _decode_attention_sites(g: _Graph) -> list[Site]:
                 continue
             if not torch.equal(value.reshape(t, s_keys).cpu(), causal_from_end(t, s_keys)):
                 continue
-        problem, _ = validated("decode_attention", (b, h, t, s_keys, d), _dtype_name(g.value(q)))
+        problem, _ = validated(
+            "decode_attention",
+            (b, h, t, s_keys, d),
+            _dtype_name(g.value(q)),
+            layout_for(h, hkv),
+        )
         if problem is None:
             continue
         sites.append(
@@ -548,9 +632,9 @@ def _decode_attention_sites(g: _Graph) -> list[Site]:
                 problem,
                 (_where(node),),
                 (),
-                (q, k, v),
+                (q, kc.node, vc.node),
                 (node,),
-                frozenset({node}),
+                frozenset({node}) | kc.repeats | vc.repeats,
                 _call_decode_attention,
             )
         )
@@ -603,7 +687,12 @@ def rewrite(gm: fx.GraphModule, sites: list[Site], ops: Mapping[str, Callable]) 
             return _site.call(_op, *values)
 
         call.__name__ = f"kf_{site.kind}_{i}"
-        last = _last(graph, site.nodes)
+        # Right after its last input: before any user of what it replaces, even one that comes
+        # before the site's last node (v's cache write ahead of k's rotary, in qkv_rotary).
+        order = {n: i for i, n in enumerate(graph.nodes)}
+        last = max((a for a in args if isinstance(a, fx.Node)), key=order.__getitem__)
+        if last.op == "placeholder":  # the graph's inputs stay together at its top
+            last = [n for n in graph.nodes if n.op == "placeholder"][-1]
         with graph.inserting_after(last):
             result = graph.call_function(call, tuple(args))
         anchor = result
@@ -625,7 +714,3 @@ def rewrite(gm: fx.GraphModule, sites: list[Site], ops: Mapping[str, Callable]) 
 
 def _first(graph: fx.Graph, nodes) -> fx.Node:
     return next(n for n in graph.nodes if n in nodes)
-
-
-def _last(graph: fx.Graph, nodes) -> fx.Node:
-    return [n for n in graph.nodes if n in nodes][-1]

@@ -1,5 +1,5 @@
 """An op whose families are made for the screen's tests: rmsnorm, with a family that is right,
-one that writes nothing, one that raises, and one that kills its process. Trusted renders, as
+one that writes nothing, one that raises, one that kills its process and one that never returns. Trusted renders, as
 every family is (the screen only ever imports renders of an op's own families)."""
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ BODIES = {
     "unwritten": '"""writes nothing."""\nSCALE = {scale}\n\n\ndef run(x, weight, *, out):\n    pass\n',
     "raises": '"""raises."""\nSCALE = {scale}\n\n\ndef run(x, weight, *, out):\n    raise ValueError("no")\n',
     "dies": '"""kills its process."""\nimport os\nSCALE = {scale}\n\n\ndef run(x, weight, *, out):\n    os._exit(9)\n',
+    "hangs": '"""never returns."""\nimport time\nSCALE = {scale}\n\n\ndef run(x, weight, *, out):\n    time.sleep(3600)\n',
 }
 
 

@@ -184,3 +184,64 @@ def test_it_classifies_the_llama_block_recorded_on_a_gpu():
     assert sum(g.share for g in groups) == pytest.approx(1.0)
     matmul_kernels = {k for g in groups if g.op == "matmul" for k in g.kernels}
     assert matmul_kernels, "cuBLAS/CUTLASS kernel names were recorded"
+
+
+@pytest.fixture
+def tf32_setting():
+    """Sets the process's TF32 flag (what a model's code would set) and puts it back."""
+    import torch
+
+    matmul = torch.backends.cuda.matmul
+    before = matmul.allow_tf32
+
+    def setting(value: bool) -> None:
+        matmul.allow_tf32 = value
+
+    yield setting
+    matmul.allow_tf32 = before
+
+
+@pytest.mark.parametrize("tf32", [True, False])
+def test_an_fp32_linear_follows_the_models_tf32_setting(tf32_setting, tf32):
+    import torch
+
+    from harness.model.classify import describe, problem_for_module
+
+    tf32_setting(tf32)
+    info = describe(torch.nn.Linear(64, 48), torch.randn(2, 8, 64))
+    op, problem, note = problem_for_module(info)
+    assert op == "matmul"
+    if tf32:  # as cuBLAS runs it for the model: TF32
+        assert problem is not None and problem.key == "matmul/16x48x64/fp32/NT+bias+tf32"
+    else:  # full fp32 stays cuBLAS's, and the plan says why
+        assert problem is None and "optimized as TF32 only" in note
+
+
+def test_an_fp32_linear_site_carries_tf32_where_the_model_allows_it(tf32_setting):
+    import torch
+
+    from harness.model.substitute import Substituting
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 48), torch.nn.ReLU()).eval()
+    x = torch.randn(4, 64)
+    keys = {}
+    for tf32 in (True, False):
+        tf32_setting(tf32)
+        torch._dynamo.reset()
+        finder = Substituting(model)
+        with torch.no_grad():
+            torch.compile(model, backend=finder, dynamic=False)(x)
+        keys[tf32] = [s.key for s in finder.sites if s.kind == "matmul"]
+    assert keys == {True: ["matmul/4x48x64/fp32/NT+bias+tf32"], False: []}
+
+
+def test_an_fp32_model_that_allows_tf32_is_compared_end_to_end_at_tf32s_margin(tf32_setting):
+    import torch
+
+    from harness.model.child import _compare
+
+    ref, noise = torch.randn(64, 256), torch.randn(64, 256)
+    got = ref + 1e-3 * ref.norm() / noise.norm() * noise  # relative L2 error 1e-3
+    for tf32, passed in ((False, False), (True, True)):
+        tf32_setting(tf32)
+        assert _compare(ref, got, None)["passed"] is passed

@@ -82,6 +82,10 @@ def test_the_decode_example_profiles_with_its_fusion_sites_and_plans_them():
         # Parallel attention and MLP off one LayerNorm; the MLP's GEMMs carry biases.
         ("gptj_block", {"matmul/64x256x256/bf16/NT", "matmul/64x1024x256/bf16/NT+bias",
                         "matmul/64x256x1024/bf16/NT+bias", "layernorm/64x256/bf16"}),
+        # A GQA decode step: attention over the 2 cached heads as they are (no repeat_kv).
+        ("llama3_decode", {"decode_attention/1x4x4x36x64/bf16/kv_heads=2",
+                           "qkv_rotary/4x4x2x64x256/bf16", "swiglu_gate/4x512x256/bf16",
+                           "rmsnorm/4x256/bf16/eps=1e-05"}),
         # 2 x 65 tokens: an M of 130, no multiple of any tile.
         ("vit_block", {"matmul/130x576x192/bf16/NT+bias", "matmul/130x768x192/bf16/NT+bias",
                        "matmul/130x192x768/bf16/NT+bias", "matmul/130x192x192/bf16/NT+bias"}),

@@ -5,6 +5,7 @@ in-process on the CPU; kernels here are PyTorch stand-ins that compute each op's
 from __future__ import annotations
 
 import importlib.util
+import operator
 import types
 from pathlib import Path
 
@@ -70,7 +71,62 @@ def test_a_mask_that_is_not_causal_from_the_end_is_no_decode_attention_site():
     assert not [s for s in _sites(model, inputs) if s.kind == "decode_attention"]
 
 
-@pytest.mark.parametrize("example", ["llama_block", "llama_decode"])
+def test_grouped_query_attention_over_the_cache_is_a_site_without_its_repeats():
+    # HF's repeat_kv (new axis, expand, reshape) copies each cached head for its query heads;
+    # the site reads the cache as it is and takes the copies out of the graph.
+    model, inputs = _example("llama3_decode")
+    attention = [s for s in _sites(model, inputs) if s.kind == "decode_attention"]
+    assert [s.key for s in attention] == ["decode_attention/1x4x4x36x64/bf16/kv_heads=2"] * 2
+    for site in attention:
+        assert len(site.nodes) == 7  # the SDPA call and the three steps of each repeat
+        assert site.inputs[1].target == operator.getitem  # the cache's slice, not its copy
+
+
+class _GroupedDecode(torch.nn.Module):
+    """One decode attention over a cache of 2 heads for 4 query heads, grouped three ways."""
+
+    def __init__(self, how: str):
+        super().__init__()
+        self.how = how
+        self.register_buffer("k", torch.randn(1, 2, 12, 16, dtype=torch.float16))
+        self.register_buffer("v", torch.randn(1, 2, 12, 16, dtype=torch.float16))
+
+    def forward(self, q):
+        k, v = self.k, self.v
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        if self.how == "enable_gqa":
+            return sdpa(q, k, v, enable_gqa=True) * 2
+        if self.how == "method":
+            k, v = k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1)
+        elif self.how == "function":
+            k, v = torch.repeat_interleave(k, 2, dim=1), torch.repeat_interleave(v, 2, dim=1)
+        elif self.how == "one_of_two":  # v is repeated, k is not: no site
+            v = v.repeat_interleave(2, dim=1)
+            k = torch.cat([k, k], dim=1)
+        return sdpa(q, k, v) * 2
+
+
+@pytest.mark.parametrize("how", ["enable_gqa", "method", "function", "one_of_two"])
+def test_each_way_of_grouping_the_cached_heads_is_found_and_rewritten(how):
+    model = _GroupedDecode(how).eval()
+    q = torch.randn(1, 4, 1, 16, dtype=torch.float16)
+    with torch.no_grad():
+        want = model(q)
+    sites = [s for s in _sites(model, [q]) if s.kind == "decode_attention"]
+    if how == "one_of_two":
+        assert not sites
+        return
+    assert [s.key for s in sites] == ["decode_attention/1x4x1x12x16/fp16/kv_heads=2"]
+    ops = {sites[0].key: _reference_op(sites[0].problem)}
+    kernel_ops.hits.clear()
+    backend = Substituting(model, ops)
+    with torch.no_grad():
+        got = torch.compile(model, backend=backend, dynamic=False)(q)
+    assert kernel_ops.hits[sites[0].key] == 1
+    assert torch.allclose(got.float(), want.float(), rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("example", ["llama_block", "llama_decode", "llama3_decode"])
 def test_the_rewritten_model_matches_and_calls_every_op_once_per_site(example):
     model, inputs = _example(example)
     with torch.no_grad():

@@ -5,6 +5,7 @@ with the baseline, and a render that kills its process costs that render only.""
 from __future__ import annotations
 
 import inspect
+import time
 
 import pytest
 
@@ -58,6 +59,23 @@ def test_only_renders_of_an_ops_own_families_reach_it():
         from harness.screen import render
 
         render(PROBLEM, ScreenPoint("not_a_family", {}), REF)
+
+
+@needs_interpreter
+def test_a_candidate_that_hangs_costs_its_share_and_the_rest_are_screened():
+    from harness.screen import ScreenConfig
+
+    points = [point("right", 1), point("hangs"), point("right", 2)]
+    config = ScreenConfig(op_ref=REF, point_s=8.0)
+    started = time.monotonic()
+    result = screen(PROBLEM, points, deadline_s=240, config=config)
+    took = time.monotonic() - started
+    by = {(e.family, e.params.get("SCALE")): e for e in result.entries}
+    hung = by[("screen_hangs", 1)]
+    assert hung.verdict is Verdict.TIMEOUT and "its share" in hung.detail, hung.detail
+    for scale in (1, 2):
+        assert by[("screen_right", scale)].verdict is Verdict.PASSED
+    assert took < 120, f"the hang took the batch's budget ({took:.0f} s of 240)"
 
 
 def test_a_screen_past_its_deadline_screens_nothing_and_says_so():

@@ -18,7 +18,10 @@ def small_problem(op_name: str, dtype: str = "fp32") -> Problem:
     op = all_ops()[op_name]
     dtype = dtype if dtype in op.dtypes else op.dtypes[0]
     sizes = {"M": 5, "N": 24, "K": 40, "T": 6, "H": 3, "HKV": 1, "D": 16, "B": 2, "S": 24, "F": 40}
-    return Problem(op_name, tuple(sizes[d] for d in op.dims), dtype, op.layouts[0])
+    layout = op.layouts[0]
+    if op_name == "matmul" and dtype == "fp32":
+        layout += "+tf32"  # an fp32 matmul is a TF32 one (kernels/ops/matmul/op.py)
+    return Problem(op_name, tuple(sizes[d] for d in op.dims), dtype, layout)
 
 
 def test_it_discovers_the_core_ops():

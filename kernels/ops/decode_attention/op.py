@@ -4,9 +4,14 @@ keys (the new tokens' own keys are the last T), causal from the end: query i see
 verified (T of a few), the mask a model passes to scaled_dot_product_attention as a bool
 tensor, and what is_causal=True does not mean (its causal is aligned at the top left).
 
-Shape (B, H, T, S, D): q is (B, H, T, D), k and v are (B, H, S, D), out is (B, H, T, D).
+Shape (B, H, T, S, D): q is (B, H, T, D), k and v are (B, HKV, S, D), out is (B, H, T, D).
+Layout "" is multi-head attention (HKV = H); "kv_heads=<HKV>" is grouped-query attention:
+H / HKV query heads share each cached head (Llama-3, Qwen2, Mistral), which the model would
+otherwise copy H / HKV times (repeat_kv, repeat_interleave) before attending. The layout
+(not a sixth dim) keeps every MHA problem's key as it was.
 With few queries the time is the time to read the cache once; kernels split the keys over
-many programs (flash-decoding) to read it with every SM.
+many programs (flash-decoding) to read it with every SM, and read each cached head once for
+all the query heads of its group.
 """
 
 from __future__ import annotations
@@ -25,23 +30,65 @@ def causal_from_end(t: int, s: int, device=None) -> torch.Tensor:
     )
 
 
+KV_HEADS = "kv_heads="
+
+
+def kv_heads(problem) -> int:
+    """The cached heads (HKV): the layout's, or H (multi-head attention)."""
+    if problem.layout.startswith(KV_HEADS):
+        return int(problem.layout.removeprefix(KV_HEADS))
+    return problem.shape[1]
+
+
+def layout_for(heads: int, cached_heads: int) -> str:
+    """The layout of H query heads over HKV cached ones ("" when they are the same)."""
+    return "" if cached_heads == heads else f"{KV_HEADS}{cached_heads}"
+
+
+def repeat_kv(problem, x: torch.Tensor) -> torch.Tensor:
+    """k or v with each cached head repeated for its query heads: (B, H, S, D)."""
+    groups = problem.shape[1] // kv_heads(problem)
+    return x if groups == 1 else x.repeat_interleave(groups, dim=1)
+
+
 class DecodeAttentionOp(Op):
     name = "decode_attention"
     dims = ("B", "H", "T", "S", "D")
     dtypes = ("fp16", "bf16")
-    description = "few queries against a KV cache, causal from the end (flash-decoding)"
+    description = "few queries against a KV cache, causal from the end (flash-decoding, GQA)"
+
+    def layout_note(self) -> str:
+        return "kv_heads=<n> for grouped-query attention (n cached heads, n divides H)"
+
+    def layout_error(self, layout: str) -> str | None:
+        if layout == "":
+            return None
+        number = layout.removeprefix(KV_HEADS)
+        if not layout.startswith(KV_HEADS) or not number.isdigit() or str(int(number)) != number:
+            return (
+                f"{self.name} takes no layout (as many cached heads as query heads) or "
+                f"kv_heads=<n> (grouped-query attention), not {layout!r}"
+            )
+        return None
 
     def validate(self, problem):
         super().validate(problem)
-        _b, _h, t, s, _d = problem.shape
+        _b, h, t, s, _d = problem.shape
         if t > s:
             raise ProblemError(f"T={t} new queries but only S={s} keys: the keys include them")
         if t > 64:
             raise ProblemError(f"T={t}: decode attention is for a few new tokens (at most 64)")
+        hkv = kv_heads(problem)
+        if problem.layout and (not 0 < hkv < h or h % hkv):
+            raise ProblemError(
+                f"kv_heads={hkv} with H={h} query heads: it must divide H and be fewer "
+                "(write no layout when they are as many)"
+            )
 
     def input_shapes(self, problem):
         b, h, t, s, d = problem.shape
-        return [(b, h, t, d), (b, h, s, d), (b, h, s, d)]
+        hkv = kv_heads(problem)
+        return [(b, h, t, d), (b, hkv, s, d), (b, hkv, s, d)]
 
     def output_spec(self, problem):
         b, h, t, _s, d = problem.shape
@@ -60,19 +107,24 @@ class DecodeAttentionOp(Op):
         # key far from the end: a split that sees only masked keys must not contribute.
         peaked = ((4 * q.float()).to(q.dtype), (4 * k.float()).to(k.dtype), v)
         hot = k.clone()
-        hot[:, :, 0] = 8 * q[:, :, -1]
+        groups = problem.shape[1] // kv_heads(problem)
+        hot[:, :, 0] = 8 * q[:, ::groups, -1]  # each group's first query head
         return {"peaked_scores": peaked, "one_hot_key": (q, hot, v)}
 
     def reference(self, problem, q, k, v):
         b, h, t, s, d = problem.shape
         mask = causal_from_end(t, s, q.device)
-        scores = q.double() @ k.double().transpose(-1, -2) / math.sqrt(d)
+        k, v = repeat_kv(problem, k.double()), repeat_kv(problem, v.double())
+        scores = q.double() @ k.transpose(-1, -2) / math.sqrt(d)
         scores = scores.masked_fill(~mask, float("-inf"))
-        return torch.softmax(scores, dim=-1) @ v.double()
+        return torch.softmax(scores, dim=-1) @ v
 
     def baseline(self, problem, q, k, v, *, out):
         _b, _h, t, s, _d = problem.shape
         mask = causal_from_end(t, s, q.device)
+        # As model code does it (repeat_kv, then SDPA): enable_gqa=True with a mask leaves
+        # only SDPA's math backend on a GPU.
+        k, v = repeat_kv(problem, k), repeat_kv(problem, v)
         out.copy_(torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask))
 
     def flops(self, problem):
@@ -92,10 +144,12 @@ class DecodeAttentionOp(Op):
 
     def sweep(self, problem):
         b, h, t, s, d = problem.shape
+        # Head counts of the small shapes; grouped, each keeps H (the layout fixes HKV).
+        h1, h2, h3 = (1, 2, 3) if kv_heads(problem) == h else (h, h, h)
         shapes = [
-            (1, 1, 1, 1, 16),
-            (1, 2, 3, 7, 16),  # S below a key block
-            (2, 3, 5, 130, 64),  # odd S: a tail block, splits of unequal length
+            (1, h1, 1, 1, 16),
+            (1, h2, 3, 7, 16),  # S below a key block
+            (2, h3, 5, 130, 64),  # odd S: a tail block, splits of unequal length
             (1, h, 1, s, d),  # one new token
             (b, h, t, s, d),
         ]

@@ -5,19 +5,41 @@ Shape (M, N, K). The layout names how A and B are stored, row-major:
   "TN": a is stored transposed, (K, M)
 An optional fused epilogue follows with "+": "+bias" adds a bias of shape (N,), and
 "+bias+relu" / "+bias+silu" / "+bias+gelu" (tanh form) apply an activation after it.
+
+fp32 is taken as a model that allows TF32 runs it (torch.backends.cuda.matmul.allow_tf32, or
+torch.set_float32_matmul_precision("high")): its layout ends in "+tf32", the baseline runs
+cuBLAS with TF32 on, kernels use TF32 tensor cores (tl.dot's default for fp32 inputs) and the
+tolerance is TF32's. A full-precision fp32 GEMM is left to cuBLAS (no layout names it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
 
-from kernels.problem import Family, Op, OutputSpec, Problem, Tolerance
+from kernels.problem import Family, Op, OutputSpec, Problem, ProblemError, Tolerance
 
 OPERAND_LAYOUTS = ("NN", "NT", "TN")
 EPILOGUES = ("", "+bias", "+bias+relu", "+bias+silu", "+bias+gelu")
 ACTIVATIONS = ("none", "relu", "silu", "gelu")
+TF32 = "+tf32"
+
+
+def is_tf32(layout: str) -> bool:
+    return layout.endswith(TF32)
+
+
+@contextlib.contextmanager
+def tf32_matmuls():
+    """fp32 GEMMs (cuBLAS's, Inductor's) as TF32 inside the block, as the model runs them."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def split_layout(layout: str) -> tuple[str, bool, str]:
@@ -39,9 +61,29 @@ def apply_activation(x: torch.Tensor, activation: str) -> torch.Tensor:
 class MatmulOp(Op):
     name = "matmul"
     dims = ("M", "N", "K")
-    dtypes = ("fp16", "bf16")
+    dtypes = ("fp16", "bf16", "fp32")
     layouts = tuple(ab + epi for epi in EPILOGUES for ab in OPERAND_LAYOUTS)
-    description = "C = A @ B (+ bias, activation); fp32 accumulation"
+    description = "C = A @ B (+ bias, activation); fp32 accumulation; fp32 inputs as TF32"
+
+    def layout_note(self) -> str:
+        return f"fp32 takes any of them followed by {TF32} (TF32, as the model allows it)"
+
+    def layout_error(self, layout: str) -> str | None:
+        return super().layout_error(layout.removesuffix(TF32))
+
+    def numerics(self, problem):
+        return tf32_matmuls() if is_tf32(problem.layout) else super().numerics(problem)
+
+    def validate(self, problem):
+        super().validate(problem)
+        if problem.dtype == "fp32" and not is_tf32(problem.layout):
+            raise ProblemError(
+                f"an fp32 matmul is optimized as TF32 only: write {problem.layout}{TF32} if the "
+                "model allows TF32 (torch.backends.cuda.matmul.allow_tf32); a full-precision "
+                "fp32 GEMM is cuBLAS's"
+            )
+        if problem.dtype != "fp32" and is_tf32(problem.layout):
+            raise ProblemError(f"{TF32} is for fp32 inputs, not {problem.dtype}")
 
     def input_shapes(self, problem: Problem) -> list[tuple[int, ...]]:
         m, n, k = problem.shape
@@ -112,10 +154,11 @@ class MatmulOp(Op):
     def baseline(self, problem, *inputs, out):
         a, b = self._operands(problem, inputs[0], inputs[1])
         _, has_bias, activation = split_layout(problem.layout)
-        if has_bias:
-            torch.addmm(inputs[2], a, b, out=out)
-        else:
-            torch.matmul(a, b, out=out)
+        with self.numerics(problem):
+            if has_bias:
+                torch.addmm(inputs[2], a, b, out=out)
+            else:
+                torch.matmul(a, b, out=out)
         if activation != "none":
             out.copy_(apply_activation(out, activation))
 
@@ -133,6 +176,10 @@ class MatmulOp(Op):
         # differences; the activation adds a little more in low precision.
         if problem.dtype == "bf16":
             return Tolerance(rtol=1.6e-2, atol=1e-2)
+        if problem.dtype == "fp32":
+            # TF32 rounds every input to 10 mantissa bits (fp16's), unlike fp16 inputs that
+            # are exact: each product is off by up to 2**-10 relative, ~1e-3 on the unit sums.
+            return Tolerance(rtol=1e-2, atol=1e-2)
         return Tolerance(rtol=4e-3, atol=2e-3)
 
     def sweep(self, problem):

@@ -46,7 +46,7 @@ def test_the_form_marks_what_is_required_and_names_every_example(alice, team, cl
     page = client.get(reverse("jobs:new")).content.decode()
     assert 'Title <span class="required">(required)</span>' in page
     assert 'Team <span class="required">' not in page  # a select always has a value
-    names = "gpt block, gptj block, llama block, llama decode, mlp, qwen2 block, vit block"
+    names = "gpt block, gptj block, llama3 decode, llama block, llama decode, mlp, qwen2 block, vit block"
     assert f"{names}. No file to upload." in page
     assert 'data-max-bytes="262144"' in page and 'data-max-text="256.0\xa0KB"' in page
 

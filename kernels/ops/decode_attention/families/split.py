@@ -1,8 +1,10 @@
-"""decode_attention_split: flash-decoding. The keys of each (batch, head) are split over enough
-programs to give every SM some of the cache to read (the split is picked at run time from the
-shape and the SM count: PROGRAMS_PER_SM programs per SM in all); each program runs online
-softmax over its keys for all T queries at once (one tl.dot per key block) and writes its
-running max, sum and unnormalized output in fp32; a second kernel combines the splits.
+"""decode_attention_split: flash-decoding. The keys of each (batch, cached head) are split over
+enough programs to give every SM some of the cache to read (the split is picked at run time
+from the shape and the SM count: PROGRAMS_PER_SM programs per SM in all); each program runs
+online softmax over its keys for all the queries that read them at once (one tl.dot per key
+block: the T queries of each of the H / HKV query heads of the group, so grouped-query
+attention reads each cached key once, not once per query head) and writes its running max,
+sum and unnormalized output in fp32; a second kernel combines the splits.
 q, k and v may be strided views (a slice of a cache buffer): only the head dim must be
 contiguous.
 """
@@ -11,35 +13,46 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernels.ops.decode_attention.op import kv_heads
 from kernels.problem import Family, ParamSpace, Problem
 from kernels.render import FAST_LAUNCH, render_module
+
+# Values a thread may keep in registers (of 255) before the kernel spills: the rest are
+# addresses, masks and the loop's state.
+REGISTERS_PER_THREAD = 160
 
 KERNELS = """
 @triton.jit
 def decode_partial_kernel(
     q_ptr, k_ptr, v_ptr, m_ptr, l_ptr, acc_ptr,
-    H, T, S, D, chunk, scale,
+    H, HKV, T, S, D, chunk, scale,
     sq_b, sq_h, sq_t, sk_b, sk_h, sk_s, sv_b, sv_h, sv_s,
-    BLOCK_T: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr,
+    BLOCK_R: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
-    bh = tl.program_id(0)
+    bkv = tl.program_id(0)
     split = tl.program_id(1)
     splits = tl.num_programs(1)
-    b = bh // H
-    h = bh % H
-    offs_t = tl.arange(0, BLOCK_T)
+    b = bkv // HKV
+    kv = bkv % HKV
+    group = H // HKV
+    # Row r: query t = r % T of query head kv * group + r // T.
+    offs_r = tl.arange(0, BLOCK_R)
+    offs_t = offs_r % T
+    heads = kv * group + offs_r // T
+    rows_in = offs_r < group * T
     offs_s = tl.arange(0, BLOCK_S)
     offs_d = tl.arange(0, BLOCK_D)
-    q_ptrs = q_ptr + b.to(tl.int64) * sq_b + h * sq_h + offs_t[:, None] * sq_t + offs_d[None, :]
-    q = tl.load(q_ptrs, mask=(offs_t[:, None] < T) & (offs_d[None, :] < D), other=0.0)
-    k_base = k_ptr + b.to(tl.int64) * sk_b + h.to(tl.int64) * sk_h
-    v_base = v_ptr + b.to(tl.int64) * sv_b + h.to(tl.int64) * sv_h
+    q_ptrs = (q_ptr + b.to(tl.int64) * sq_b + heads[:, None].to(tl.int64) * sq_h
+              + offs_t[:, None] * sq_t + offs_d[None, :])
+    q = tl.load(q_ptrs, mask=rows_in[:, None] & (offs_d[None, :] < D), other=0.0)
+    k_base = k_ptr + b.to(tl.int64) * sk_b + kv.to(tl.int64) * sk_h
+    v_base = v_ptr + b.to(tl.int64) * sv_b + kv.to(tl.int64) * sv_h
     last = S - T + offs_t  # the last key each query sees
     start = split * chunk
     end = tl.minimum(start + chunk, S)
-    m_i = tl.full((BLOCK_T,), float("-inf"), dtype=tl.float32)
-    l_i = tl.zeros((BLOCK_T,), dtype=tl.float32)
-    acc = tl.zeros((BLOCK_T, BLOCK_D), dtype=tl.float32)
+    m_i = tl.full((BLOCK_R,), float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_R,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_R, BLOCK_D), dtype=tl.float32)
     for s0 in range(start, end, BLOCK_S):
         keys = s0 + offs_s
         in_range = keys < end
@@ -61,11 +74,11 @@ def decode_partial_kernel(
         )  # (BLOCK_S, BLOCK_D)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m_i = m_new
-    row = (bh * splits + split) * T + offs_t
-    tl.store(m_ptr + row, m_i, mask=offs_t < T)
-    tl.store(l_ptr + row, l_i, mask=offs_t < T)
+    row = ((b * H + heads) * splits + split) * T + offs_t  # the combine's (b, h, split, t)
+    tl.store(m_ptr + row, m_i, mask=rows_in)
+    tl.store(l_ptr + row, l_i, mask=rows_in)
     acc_ptrs = acc_ptr + row[:, None].to(tl.int64) * D + offs_d[None, :]
-    tl.store(acc_ptrs, acc, mask=(offs_t[:, None] < T) & (offs_d[None, :] < D))
+    tl.store(acc_ptrs, acc, mask=rows_in[:, None] & (offs_d[None, :] < D))
 
 
 @triton.jit
@@ -135,19 +148,19 @@ def split_plan(bh, keys, device):
 
 def run(q, k, v, *, out):
     B, H, T, D = q.shape
-    S = k.shape[2]
-    splits, chunk = split_plan(B * H, S, q.device)
+    HKV, S = k.shape[1], k.shape[2]
+    splits, chunk = split_plan(B * HKV, S, q.device)
     m = torch.empty((B * H * splits * T,), dtype=torch.float32, device=q.device)
     l = torch.empty_like(m)
     acc = torch.empty((B * H * splits * T, D), dtype=torch.float32, device=q.device)
-    block_t = max(16, triton.next_power_of_2(T))
+    block_r = max(16, triton.next_power_of_2(H // HKV * T))
     block_d = max(16, triton.next_power_of_2(D))
     launch(
-        decode_partial_kernel, (B * H, splits),
-        q, k, v, m, l, acc, H, T, S, D, chunk, 1.0 / math.sqrt(D),
+        decode_partial_kernel, (B * HKV, splits),
+        q, k, v, m, l, acc, H, HKV, T, S, D, chunk, 1.0 / math.sqrt(D),
         q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
         v.stride(0), v.stride(1), v.stride(2),
-        BLOCK_T=block_t, BLOCK_S=BLOCK_S, BLOCK_D=block_d,
+        BLOCK_R=block_r, BLOCK_S=BLOCK_S, BLOCK_D=block_d,
         num_warps=NUM_WARPS, num_stages=NUM_STAGES,
     )
     launch(
@@ -192,6 +205,12 @@ class SplitDecodeAttention(Family):
         smem = params["NUM_STAGES"] * 2 * params["BLOCK_S"] * d * problem.torch_dtype.itemsize
         if smem > 200_000:
             return f"needs about {smem} bytes of shared memory"
+        # A program holds every query row of its group: the fp32 output and scores, q.
+        _b, h, t, _s, _d = problem.shape
+        rows = max(16, 1 << (h // kv_heads(problem) * t - 1).bit_length())
+        per_thread = rows * (d + params["BLOCK_S"] + d // 2) // (32 * params["NUM_WARPS"])
+        if per_thread > REGISTERS_PER_THREAD:
+            return f"{rows} query rows need about {per_thread} registers a thread"
         return None
 
     def render(self, problem: Problem, params) -> str:

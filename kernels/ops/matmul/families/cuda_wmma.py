@@ -208,6 +208,8 @@ class CudaWmmaMatmul(Family):
         if (why := super().check(problem, params)) is not None:
             return why
         p = params
+        if problem.dtype not in ("bf16", "fp16"):
+            return f"{problem.dtype} is not built (WMMA fragments of bf16 and fp16 only)"
         if p["BLOCK_M"] % (16 * p["WARPS_M"]) or p["BLOCK_N"] % (16 * p["WARPS_N"]):
             return "each warp needs whole 16x16 fragments"
         elt = problem.torch_dtype.itemsize
