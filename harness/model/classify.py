@@ -307,7 +307,7 @@ def group_records(
     return sorted(groups.values(), key=lambda g: -g.time_us)
 
 
-FUSIONS = ("swiglu_gate", "qkv_rotary")
+FUSIONS = ("swiglu_gate", "qkv_rotary", "matmul_epilogue")
 
 
 def _signature(problem: Mapping) -> tuple:
@@ -364,7 +364,7 @@ def plan_groups(groups: Sequence[Mapping], sites: Sequence[Mapping]) -> list[dic
             continue
         group = fused.setdefault(
             site["key"],
-            {"op": site["kind"], "label": site["key"], "problem": site["problem"],
+            {"op": site["problem"]["op"], "label": site["key"], "problem": site["problem"],
              "time_us": 0.0, "calls": 0.0, "kernels": [], "how": "fusion",
              "note": "computes " + " + ".join(site["covers"])},
         )  # fmt: skip

@@ -7,6 +7,8 @@ every node's module call in `meta["nn_module_stack"]` (a module called twice get
 `...@1`). On that graph a site is one of:
 
     matmul       a Linear layer: linear(x, W[, b]) with W a parameter
+    matmul_epilogue  a biased Linear whose only use is relu, silu or tanh-GELU: one matmul
+                 problem with both in its epilogue ("NT+bias+gelu")
     swiglu_gate  silu(linear(x, Wg)) * linear(x, Wu): a SwiGLU MLP's gate and up
     qkv_rotary   three bias-free linears of one x whose outputs are viewed as heads, two of
                  them (q, k) then passed through one rotary module call each
@@ -46,6 +48,7 @@ from harness.model.classify import (
     problem_for_module,
     validated,
 )
+from kernels.ops.matmul.op import TF32, is_tf32
 from kernels.problem import Problem
 
 LINEAR = {torch._C._nn.linear, F.linear}
@@ -54,11 +57,13 @@ MUL = {operator.mul, torch.mul, torch.Tensor.mul}
 RESHAPE_METHODS = {"view", "reshape"}
 RESHAPE_FNS = {torch.reshape}
 SDPA = {torch._C._nn.scaled_dot_product_attention, F.scaled_dot_product_attention}
+RELU = {F.relu, torch.relu}
+GELU = {F.gelu, torch._C._nn.gelu}
 
 
 @dataclass
 class Site:
-    kind: str  # matmul | swiglu_gate | qkv_rotary | decode_attention | module
+    kind: str  # matmul | matmul_epilogue | swiglu_gate | qkv_rotary | decode_attention | module
     problem: Problem
     where: tuple[str, ...]  # module paths, for people
     covers: tuple[str, ...] = ()  # matmul keys of the Linear layers this computes
@@ -291,6 +296,52 @@ def _matmul_sites(linears) -> list[Site]:
                 inputs,
                 (node,),
                 frozenset({node}),
+                _call_matmul,
+            )
+        )
+    return sites
+
+
+def _activation(node: fx.Node) -> str | None:
+    """The matmul epilogue's name for an activation node ("relu", "silu", "gelu": tanh form),
+    or None (exact GELU is not one: kernels/ops/matmul computes the tanh form)."""
+    if node.kwargs.get("inplace", False):
+        return None
+    if _is(node, RELU, ("relu",)):
+        return "relu"
+    if _is(node, SILU, ("silu",)):
+        return "silu"
+    if _is(node, GELU) and _arg(node, 1, "approximate", "none") == "tanh":
+        return "gelu"
+    return None
+
+
+def _epilogue_sites(linears) -> list[Site]:
+    """A biased Linear whose only use is an activation: one GEMM with both in its epilogue
+    (a matmul problem "NT+bias+<act>"), instead of a GEMM and a pass over its output."""
+    sites = []
+    for node, x, bias, problem in linears:
+        act = _only_user(node)
+        if bias is None or act is None or act.args[:1] != (node,):
+            continue
+        name = _activation(act)
+        if name is None:
+            continue
+        tf32 = TF32 if is_tf32(problem.layout) else ""
+        layout = f"{problem.layout.removesuffix(TF32)}+{name}{tf32}"  # NT+bias+gelu[+tf32]
+        fused, _ = validated("matmul", problem.shape, problem.dtype, layout)
+        if fused is None:
+            continue
+        w = node.args[1] if len(node.args) > 1 else node.kwargs["weight"]
+        sites.append(
+            Site(
+                "matmul_epilogue",
+                fused,
+                (_where(node),),
+                (problem.key,),
+                (x, w, bias),
+                (act,),
+                frozenset({node, act}),
                 _call_matmul,
             )
         )
@@ -655,6 +706,7 @@ def find_sites(gm: fx.GraphModule, example_inputs, model: torch.nn.Module) -> li
         *_swiglu_sites(g, linears),
         *_qkv_sites(g, linears, regions),
         *_decode_attention_sites(g),
+        *_epilogue_sites(linears),
         *_matmul_sites(linears),
         *_module_sites(g, regions),
     ]

@@ -79,8 +79,9 @@ def test_the_decode_example_profiles_with_its_fusion_sites_and_plans_them():
         # GQA with biased q/k/v (k/v are narrower than q), SwiGLU found as its fusion.
         ("qwen2_block", {"swiglu_gate/64x1024x256/bf16", "matmul/64x128x256/bf16/NT+bias",
                          "matmul/64x256x256/bf16/NT+bias", "rmsnorm/64x256/bf16"}),
-        # Parallel attention and MLP off one LayerNorm; the MLP's GEMMs carry biases.
-        ("gptj_block", {"matmul/64x256x256/bf16/NT", "matmul/64x1024x256/bf16/NT+bias",
+        # Parallel attention and MLP off one LayerNorm; the MLP's GEMMs carry biases, the
+        # first its GELU too (one GEMM with a bias+GELU epilogue).
+        ("gptj_block", {"matmul/64x256x256/bf16/NT", "matmul/64x1024x256/bf16/NT+bias+gelu",
                         "matmul/64x256x1024/bf16/NT+bias", "layernorm/64x256/bf16"}),
         # A GQA decode step: attention over the 2 cached heads as they are (no repeat_kv).
         ("llama3_decode", {"decode_attention/1x4x4x36x64/bf16/kv_heads=2",

@@ -126,7 +126,20 @@ def test_each_way_of_grouping_the_cached_heads_is_found_and_rewritten(how):
     assert torch.allclose(got.float(), want.float(), rtol=2e-3, atol=2e-3)
 
 
-@pytest.mark.parametrize("example", ["llama_block", "llama_decode", "llama3_decode"])
+def test_a_biased_linear_and_its_activation_are_one_gemm_with_an_epilogue():
+    model, inputs = _example("gptj_block")
+    fused = [s for s in _sites(model, inputs) if s.kind == "matmul_epilogue"]
+    assert [(s.key, s.covers) for s in fused] == [
+        ("matmul/64x1024x256/bf16/NT+bias+gelu", ("matmul/64x1024x256/bf16/NT+bias",))
+    ]
+    # ViT's GELU is the exact one, which the matmul epilogue does not compute.
+    model, inputs = _example("vit_block")
+    assert not [s for s in _sites(model, inputs) if s.kind == "matmul_epilogue"]
+
+
+@pytest.mark.parametrize(
+    "example", ["llama_block", "llama_decode", "llama3_decode", "gptj_block", "mlp"]
+)
 def test_the_rewritten_model_matches_and_calls_every_op_once_per_site(example):
     model, inputs = _example(example)
     with torch.no_grad():
@@ -140,7 +153,9 @@ def test_the_rewritten_model_matches_and_calls_every_op_once_per_site(example):
         got = torch.compile(model, backend=backend, dynamic=False)(*inputs)
     rel = float((got.float() - want.float()).norm() / want.float().norm())
     assert rel < 2e-2  # bf16 end to end, the model's own rounding steps skipped
-    fusions = [s for s in backend.replaced if s.kind in ("swiglu_gate", "qkv_rotary")]
+    fusions = [
+        s for s in backend.replaced if s.kind in ("swiglu_gate", "qkv_rotary", "matmul_epilogue")
+    ]
     assert fusions and all(kernel_ops.hits[s.key] >= 1 for s in backend.replaced)
     # A rotary call the qkv fusion took is not substituted again on its own.
     rotary_alone = [s for s in backend.replaced if s.key.startswith("rotary/")]
