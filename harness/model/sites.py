@@ -7,7 +7,7 @@ every node's module call in `meta["nn_module_stack"]` (a module called twice get
 `...@1`). On that graph a site is one of:
 
     matmul       a Linear layer: linear(x, W[, b]) with W a parameter
-    matmul_epilogue  a biased Linear whose only use is relu, silu or tanh-GELU: one matmul
+    matmul_epilogue  a biased Linear whose only use is relu, silu or GELU: one matmul
                  problem with both in its epilogue ("NT+bias+gelu")
     swiglu_gate  silu(linear(x, Wg)) * linear(x, Wu): a SwiGLU MLP's gate and up
     qkv_rotary   three bias-free linears of one x whose outputs are viewed as heads, two of
@@ -303,16 +303,16 @@ def _matmul_sites(linears) -> list[Site]:
 
 
 def _activation(node: fx.Node) -> str | None:
-    """The matmul epilogue's name for an activation node ("relu", "silu", "gelu": tanh form),
-    or None (exact GELU is not one: kernels/ops/matmul computes the tanh form)."""
+    """The matmul epilogue's name for an activation node ("relu", "silu", "gelu": tanh form,
+    "gelu_erf": exact), or None."""
     if node.kwargs.get("inplace", False):
         return None
     if _is(node, RELU, ("relu",)):
         return "relu"
     if _is(node, SILU, ("silu",)):
         return "silu"
-    if _is(node, GELU) and _arg(node, 1, "approximate", "none") == "tanh":
-        return "gelu"
+    if _is(node, GELU):
+        return {"tanh": "gelu", "none": "gelu_erf"}.get(_arg(node, 1, "approximate", "none"))
     return None
 
 

@@ -4,7 +4,8 @@ Shape (M, N, K). The layout names how A and B are stored, row-major:
   "NN": a is (M, K), b is (K, N)         "NT": b is stored transposed, (N, K) (nn.Linear weight)
   "TN": a is stored transposed, (K, M)
 An optional fused epilogue follows with "+": "+bias" adds a bias of shape (N,), and
-"+bias+relu" / "+bias+silu" / "+bias+gelu" (tanh form) apply an activation after it.
+"+bias+relu" / "+bias+silu" / "+bias+gelu" (tanh form) / "+bias+gelu_erf" (exact, erf form:
+nn.GELU()'s default) apply an activation after it.
 
 fp32 is taken as a model that allows TF32 runs it (torch.backends.cuda.matmul.allow_tf32, or
 torch.set_float32_matmul_precision("high")): its layout ends in "+tf32", the baseline runs
@@ -22,8 +23,8 @@ import torch
 from kernels.problem import Family, Op, OutputSpec, Problem, ProblemError, Tolerance
 
 OPERAND_LAYOUTS = ("NN", "NT", "TN")
-EPILOGUES = ("", "+bias", "+bias+relu", "+bias+silu", "+bias+gelu")
-ACTIVATIONS = ("none", "relu", "silu", "gelu")
+EPILOGUES = ("", "+bias", "+bias+relu", "+bias+silu", "+bias+gelu", "+bias+gelu_erf")
+ACTIVATIONS = ("none", "relu", "silu", "gelu", "gelu_erf")
 TF32 = "+tf32"
 
 
@@ -55,6 +56,8 @@ def apply_activation(x: torch.Tensor, activation: str) -> torch.Tensor:
         return torch.nn.functional.silu(x)
     if activation == "gelu":
         return torch.nn.functional.gelu(x, approximate="tanh")
+    if activation == "gelu_erf":
+        return torch.nn.functional.gelu(x)
     return x
 
 

@@ -47,6 +47,8 @@ __device__ __forceinline__ float activate(float x) {
 #elif ACTIVATION == 3
   float inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
   return 0.5f * x * (1.0f + tanhf(inner));
+#elif ACTIVATION == 4
+  return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
 #else
   return x;
 #endif
@@ -133,7 +135,7 @@ from harness.cuda_ext import load_cuda
 
 $CONSTANTS
 
-ACTIVATION_CODES = {"none": 0, "relu": 1, "silu": 2, "gelu": 3}
+ACTIVATION_CODES = {"none": 0, "relu": 1, "silu": 2, "gelu": 3, "gelu_erf": 4}
 CPP_SOURCE = "void matmul(torch::Tensor a, torch::Tensor b, torch::Tensor bias, torch::Tensor out);"
 CUDA_SOURCE = r"""'''
     + CUDA_SOURCE.replace(

@@ -13,7 +13,8 @@
 //                  that writes fp32 partials to the workspace, summed in a fixed order (+ bias,
 //                  activation) by a second kernel: deterministic, no turnstile between CTAs
 //   KF_STAGES      mainloop stages, 0: as many as fit beside the epilogue
-//   KF_BIAS        1: + bias[N];  KF_ACT  0 none, 1 relu, 2 silu, 3 gelu (tanh form)
+//   KF_BIAS        1: + bias[N];  KF_ACT  0 none, 1 relu, 2 silu, 3 gelu (tanh form),
+//                  4 gelu (erf form)
 // Run-time: raster order, swizzle, splits and decomposition (scheduler arguments), sizes,
 // leading dimensions, the stream and the workspace.
 
@@ -74,6 +75,8 @@ template <class T> using Activation = cutlass::epilogue::thread::ReLu<T>;
 template <class T> using Activation = cutlass::epilogue::thread::SiLu<T>;
 #elif KF_ACT == 3
 template <class T> using Activation = cutlass::epilogue::thread::GELU_taylor<T>;
+#elif KF_ACT == 4
+template <class T> using Activation = cutlass::epilogue::thread::GELU<T>;
 #else
 template <class T> using Activation = cutlass::epilogue::thread::Identity<T>;
 #endif

@@ -61,7 +61,7 @@ $CONSTANTS
 CUTLASS = "__CUTLASS_PIN__"  # the pinned headers the library is built against
 ALIGN = 8  # TMA: 16-byte aligned rows of fp16/bf16
 ELEMENT_CODES = {"bf16": 0, "fp16": 1}
-ACTIVATION_CODES = {"none": 0, "relu": 1, "silu": 2, "gelu": 3}
+ACTIVATION_CODES = {"none": 0, "relu": 1, "silu": 2, "gelu": 3, "gelu_erf": 4}
 SCHEDULE_CODES = {"cooperative": 0, "pingpong": 1}
 SCHEDULER_CODES = {"persistent": 0, "streamk": 1, "batched_splitk": 2}
 RASTER_CODES = {"heuristic": 0, "along_m": 1, "along_n": 2}

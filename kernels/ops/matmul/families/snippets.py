@@ -17,6 +17,8 @@ def apply_epilogue(acc, bias_ptr, offs_n, N, HAS_BIAS: tl.constexpr, ACTIVATION:
     elif ACTIVATION == "gelu":  # tanh form; tanh(x) = 2 * sigmoid(2x) - 1
         inner = 0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)
         acc = 0.5 * acc * (2.0 * tl.sigmoid(2.0 * inner))
+    elif ACTIVATION == "gelu_erf":  # exact: x * Phi(x)
+        acc = 0.5 * acc * (1.0 + tl.erf(acc * 0.7071067811865476))
     return acc
 """.strip()
 
