@@ -614,9 +614,7 @@ def _repeat_kv(g: _Graph, node: fx.Node, shape: tuple[int, ...]) -> _Cached | No
     new_axis = (
         _is(spread, {operator.getitem})
         and spread.args[1] in ((ALL, ALL, None), (ALL, ALL, None, ALL, ALL))
-        or _is(spread, {torch.unsqueeze}, ("unsqueeze",))
-        and _arg(spread, 1, "dim") in (2, -3)
-    )
+    ) or (_is(spread, {torch.unsqueeze}, ("unsqueeze",)) and _arg(spread, 1, "dim") in (2, -3))
     if not new_axis or _only_user(spread) is not expand:
         return None
     source, grouped = spread.args[0], g.shape(expand)

@@ -188,6 +188,7 @@ def test_the_source_is_pasted_whole_and_the_render_is_deterministic():
         ("NT+bias", {"KF_A_K_MAJOR": "1", "KF_B_K_MAJOR": "1", "KF_BIAS": "1", "KF_ACT": "0"}),
         ("TN+bias+gelu", {"KF_A_K_MAJOR": "0", "KF_B_K_MAJOR": "0", "KF_ACT": "3"}),
         ("NN+bias+silu", {"KF_BIAS": "1", "KF_ACT": "2"}),
+        ("NT+bias+gelu_erf", {"KF_BIAS": "1", "KF_ACT": "4"}),
     ],
 )
 def test_the_flags_carry_layout_epilogue_and_point(load, layout, expected):
@@ -322,6 +323,8 @@ BATCHED = {
         ((256, 2048, 7168), "NN", {"SCHEDULER": "streamk", "SPLITS": 4, "DECOMPOSITION": "splitk"}),
         ((128, 1536, 7168), "NT+bias+gelu", BATCHED),
         ((17, 33, 65), "NT+bias+gelu", BATCHED),  # the padded path through batched split-K
+        ((12608, 3072, 768), "NT+bias+gelu_erf", {}),  # ViT-B/16's fc1, exact GELU
+        ((64, 3072, 768), "NT+bias+gelu_erf", BATCHED),
     ],
 )
 def test_the_built_kernel_is_correct_on_the_gpu(shape, layout, changes):

@@ -1,0 +1,67 @@
+"""This round's new problem variants on the GPU, in bf16 where the interpreter cannot check it:
+grouped-query decode attention, fp32 matmuls as TF32, the exact-GELU epilogue."""
+
+import pytest
+import torch
+
+from kernels import all_ops
+from kernels.checking import check_source
+from kernels.problem import Problem
+from kernels.tests.test_families import sample_points
+
+GPU = torch.cuda.is_available()
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not GPU, reason="needs a CUDA GPU")]
+
+
+@pytest.mark.parametrize(
+    ("shape", "kv"),
+    [
+        ((1, 32, 4, 1028, 128), 8),  # Llama-3-8B decode: 4 query heads a cached head
+        ((2, 28, 16, 4096, 128), 4),  # Qwen2-7B, a 16-token draft: 7 a cached head
+        ((1, 64, 1, 8192, 128), 8),  # Llama-3-70B, one token
+    ],
+)
+def test_grouped_query_decode_attention_on_the_gpu(shape, kv):
+    op = all_ops()["decode_attention"]
+    problem = Problem("decode_attention", shape, "bf16", f"kv_heads={kv}")
+    family = op.families()[0]
+    for params in family.starting_points(problem)[:3]:
+        for seed in (0, 1):
+            source = family.render(problem, params)
+            assert not check_source(op, problem, source, seed=seed, device="cuda"), params
+
+
+@pytest.mark.parametrize("layout", ["NT+tf32", "NT+bias+gelu+tf32"])
+@pytest.mark.parametrize("shape", [(8, 4096, 4096), (1000, 1024, 768), (17, 33, 65)])
+def test_fp32_matmuls_as_tf32_on_the_gpu(shape, layout):
+    op = all_ops()["matmul"]
+    problem = Problem("matmul", shape, "fp32", layout)
+    starts = [(f, p) for f, p in op.starting_points(problem)][:4]
+    names = {f for f, _ in starts}
+    for family in op.families():  # and one point of every Triton family the starts miss
+        if family.backend == "triton" and family.name not in names:
+            fits = [
+                p for p in sample_points(family, problem, 3) if family.check(problem, p) is None
+            ]
+            starts += [(family.name, fits[0])] if fits else []
+    by_name = {f.name: f for f in op.families()}
+    for name, params in starts:
+        family = by_name[name]
+        if family.backend != "triton" or family.check(problem, params) is not None:
+            continue
+        failures = check_source(op, problem, family.render(problem, params), device="cuda")
+        assert not failures, (name, params, failures)
+
+
+@pytest.mark.parametrize("shape", [(12608, 3072, 768), (130, 768, 192), (17, 33, 65)])
+def test_the_exact_gelu_epilogue_in_bf16_on_the_gpu(shape):
+    op = all_ops()["matmul"]
+    problem = Problem("matmul", shape, "bf16", "NT+bias+gelu_erf")
+    for family in op.families():
+        if family.backend != "triton":
+            continue
+        params = family.default(problem)
+        if family.check(problem, params) is not None:
+            continue
+        failures = check_source(op, problem, family.render(problem, params), device="cuda")
+        assert not failures, (family.name, failures)
