@@ -42,6 +42,12 @@ SMALL = {
     "qkv_rotary": ["3x4x2x6x40"],
     "decode_attention": ["1x2x3x7x16", "2x3x1x5x16"],
 }
+# Layouts beyond op.layouts (free-form ones): each must reach its fallback too.
+MORE_LAYOUTS = {
+    "rmsnorm": ["eps=1e-05"],
+    "layernorm": ["eps=1e-06"],
+    "decode_attention": ["kv_heads=1"],
+}
 
 
 @pytest.mark.parametrize("op_name", sorted(kernels.all_ops()))
@@ -49,9 +55,11 @@ def test_each_fallback_computes_what_the_ops_reference_computes(op_name):
     fallbacks = load_fallbacks()
     op = kernels.get_op(op_name)
     assert set(SMALL) == set(kernels.all_ops()), "a new op needs a fallback in the package"
-    for layout in op.layouts:
+    for layout in [*op.layouts, *MORE_LAYOUTS.get(op_name, [])]:
         for shape in SMALL[op_name]:
             dtype = "fp32" if "fp32" in op.dtypes else "fp16"
+            if op_name == "matmul":  # an fp32 matmul is a TF32 one (kernels/ops/matmul)
+                layout = layout.removesuffix("+tf32") + "+tf32"
             problem = kernels.parse_problem(op_name, shape, dtype, layout)
             inputs = op.make_inputs(problem, seed=0, device="cpu")
             wide = [t.double() if t.is_floating_point() else t for t in inputs]
