@@ -54,8 +54,8 @@ from kernels.problem import Family, Problem
 # part of the deadline it is not given, so its results come back before the caller's deadline.
 CHILD_RETURN_S = 3.0
 RETRIES = 3  # fresh screening children after one died (each retry drops the culprit)
-# One candidate's turn in a screening child (import, checks, first timed round) is cut at its
-# share of the batch's time, but never below this: a first call may load or JIT-compile
+# Each stage of a candidate's turn in a screening child (import and checks; each timed round)
+# is cut at its share of the batch's time, but never below this: a first call may load or JIT-compile
 # (seconds on a GPU; the CPU interpreter runs every check at its own slow pace). An H100 agent
 # run lost 86 s four times over to one hung candidate (2026-11-28), all of its budget.
 POINT_FLOOR_S = {True: 30.0, False: 120.0}  # by "on a GPU"

@@ -159,6 +159,15 @@ class _Shape:
 
 
 def screen_batch(job: dict) -> dict:
+    progress = _Progress(job["progress_path"])
+    watchdog = _Watchdog(progress, job["point_s"])
+    try:
+        return _screen(job, progress, watchdog)
+    finally:  # whichever way it ends, no timer outlives it (it would end the process)
+        watchdog.disarm()
+
+
+def _screen(job: dict, progress: _Progress, watchdog: _Watchdog) -> dict:
     started = time.perf_counter()
 
     def left() -> float:
@@ -167,8 +176,6 @@ def screen_batch(job: dict) -> dict:
     device = job["device"]
     problem, shapes = _shapes(job)
     op = resolve_op(problem.op, job["op_ref"])
-    progress = _Progress(job["progress_path"])
-    watchdog = _Watchdog(progress, job["point_s"])
     seed = secrets.randbits(62)
     checked = [_Shape(op, p, device, seed + i) for i, p in enumerate(shapes)]
     timed = checked[-1]  # the problem shape
@@ -192,20 +199,21 @@ def screen_batch(job: dict) -> dict:
         """Time one candidate for round `rnd`; False when it failed (its entry says why)."""
         progress.write(candidate_id=cid, stage="time", round=rnd)
         watchdog.arm(cid)
-        if callable(getattr(module, "prepare", None)):
-            module.prepare(*timed.inputs)
         try:
+            if callable(getattr(module, "prepare", None)):
+                module.prepare(*timed.inputs)
             speed = _time(module, base_fn, timed, base_out, regime, samples[rnd], left())
-            watchdog.disarm()
         except BaseException as exc:  # noqa: BLE001
             if is_cuda_fault(exc):
                 raise
             entries[cid].update(
                 verdict=Verdict.INCORRECT.value,
-                detail="run() raised while timed: "
+                detail="prepare() or run() raised while timed: "
                 + "".join(traceback.format_exception(exc))[-1500:],
             )
             return False
+        finally:
+            watchdog.disarm()
         entries[cid].update(speed, verdict=Verdict.PASSED.value, detail="", rounds=rnd + 1)
         return True
 
@@ -216,7 +224,7 @@ def screen_batch(job: dict) -> dict:
             break
         cid = point["candidate_id"]
         progress.write(candidate_id=cid, stage="check")
-        watchdog.arm(cid)  # its import, checks and first timed round
+        watchdog.arm(cid)  # its import and checks (the timed rounds arm it again)
         entry = _new_entry(point)
         entries[cid] = entry
         try:
