@@ -18,7 +18,7 @@ import torch
 
 from benchmarks.pools import pool_for
 from benchmarks.verdict import Verdict, decide, no_kernel
-from harness.compare import closeness, vendor_limit
+from harness.compare import as_far_as_the_vendor
 from harness.results import Regime
 from harness.timing import reported_us, summarize, time_interleaved
 from kernels import get_op
@@ -162,25 +162,9 @@ def gate(entry: NamedProblem, family_name: str, params: dict) -> list[str]:
                 seed=seed,
                 device="cuda",
                 adversarial=adversarial,
-                limit=_as_far_as_the_vendor(op, p),
+                limit=as_far_as_the_vendor(op, p),
             )
     return failures
-
-
-def _as_far_as_the_vendor(op, problem):
-    """The harness's rule (harness.compare.vendor_limit, as its oracle and screen apply it): a
-    case may be as far over the tolerance as the op's baseline is on the same inputs. Deep-K
-    dynamic_range cases fail the plain tolerance with every kernel that sums K in order on
-    the tensor cores (bit-identical outputs across families and tiles, H100 2026-11-24),
-    where IEEE fp32 sums pass it (0.24 of it on a CPU): the accumulator, shared with cuBLAS."""
-
-    def limit(inputs, ref):
-        spec = op.output_spec(problem)
-        out = torch.empty(spec.shape, dtype=spec.dtype, device=ref.device)
-        op.baseline(problem, *(t.clone() for t in inputs), out=out)
-        return vendor_limit(closeness(out, ref, op.tolerance(problem)).worst_error)
-
-    return limit
 
 
 def bench_one(

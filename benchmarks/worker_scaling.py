@@ -73,6 +73,9 @@ class TaskRun:
     # ran), and its headline when it is a ranked win, else why it is not (PyTorch serves it).
     final_verdict: str = ""
     outcome: str = ""
+    # The agent's own account of the search (its "search" event: screened and verified counts,
+    # where the time went, each family's screen line, why it kept what it kept).
+    search: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -197,6 +200,7 @@ def run_once(
     timeout_s: float,
     machine: Path,
     cpus: str = "",
+    log_dir: Path | None = None,
 ) -> Run:
     run = Run(gpus=gpus, cpus=cpus)
     with tempfile.TemporaryDirectory(prefix="kf-scaling-") as var:
@@ -252,6 +256,11 @@ def run_once(
                 except subprocess.TimeoutExpired:
                     os.killpg(up.pid, signal.SIGKILL)
             log.close()
+            if log_dir is not None:  # the workers' own account, for when a number looks wrong
+                log_dir.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(
+                    Path(var) / "up.log", log_dir / f"up-gpus-{gpus.replace(',', '_')}.log"
+                )
     return run
 
 
@@ -332,6 +341,7 @@ def watch(shapes: list[str], gpu_minutes: int, timeout_s: float) -> dict[str, An
                         (best.final_evaluation or {}).get("verdict", "") if best else ""
                     ),
                     outcome=outcome(best),
+                    search=task.search or {},
                 )
             )
         )
@@ -390,7 +400,10 @@ def main(argv: list[str] | None = None) -> None:
     machine = warm_machine(args.gpus[0])
 
     def one(gpus: str, cores: str) -> Run:
-        run = run_once(gpus, tuple(args.shapes), args.gpu_minutes, args.timeout, machine, cores)
+        logs = Path(args.out).with_suffix(".logs") if args.out else None
+        run = run_once(
+            gpus, tuple(args.shapes), args.gpu_minutes, args.timeout, machine, cores, logs
+        )
         print(json.dumps(asdict(run))[:2000], file=sys.stderr)
         return run
 

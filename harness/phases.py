@@ -81,7 +81,12 @@ def build_cublaslt(job: dict) -> dict:
 
 
 def selftest_env(job: dict) -> dict:
-    return {"names": sorted(os.environ), "cwd": os.getcwd(), "home": os.environ.get("HOME")}
+    return {
+        "names": sorted(os.environ),
+        "cwd": os.getcwd(),
+        "home": os.environ.get("HOME"),
+        "nice": os.nice(0),
+    }
 
 
 def selftest_flood(job: dict) -> dict:

@@ -107,6 +107,7 @@ def _compile_render(
             isolate_fs=False,  # it writes the shared trusted caches
             writable=trusted_dirs(),
             env_extra=trusted_env(gpu),
+            background=True,  # compiled ahead while the GPU times another
         )
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -136,7 +137,7 @@ def _record(
     from harness.judge import recording
     from harness.sandbox import ChildStatus
 
-    rec = recording.record(candidate, shapes, config, gpu)
+    rec = recording.record(candidate, shapes, config, gpu, background=True)
     child = rec.child
     if child is not None and child.status is not ChildStatus.OK:
         why = f"precompile: {child.error}\n{child.output[-1500:]}"

@@ -286,6 +286,7 @@ class Screener:
                 isolate_fs=False,  # trusted renders write the shared screen cache
                 writable=self._cache_dirs(),  # the private view keeps the rest read-only
                 env_extra=self._env(),
+                background=True,  # while the screen child times the points compiled before
             )
             done = {r["candidate_id"]: r for r in _read_lines(progress)}
         finally:

@@ -1,7 +1,7 @@
 """The benchmark's gate judges a case as the harness does: a kernel may be as far over the
 tolerance as the op's own baseline (the vendor library) is on the same inputs (CPU only)."""
 
-from benchmarks.run import _as_far_as_the_vendor
+from harness.compare import as_far_as_the_vendor
 from kernels import get_op
 from kernels.checking import check_source
 from kernels.problem import Problem
@@ -23,7 +23,7 @@ def test_a_case_may_be_as_far_off_as_the_vendor_and_no_further(monkeypatch):
     # 2.5x over the tolerance on every output (relative error = 2.5 * rtol, atol aside).
     source = OFF.format(factor=2.5 * tol.rtol)
     assert check_source(op, PROBLEM, source, adversarial=False)  # the plain rule: fails
-    limit = _as_far_as_the_vendor(op, PROBLEM)
+    limit = as_far_as_the_vendor(op, PROBLEM)
     assert check_source(op, PROBLEM, source, adversarial=False, limit=limit), "vendor exact"
 
     baseline = op.baseline

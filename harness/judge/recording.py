@@ -40,8 +40,10 @@ def record(
     gpu: bool,
     *,
     wall_s: float | None = None,
+    background: bool = False,
 ) -> Recorded:
-    """The candidate's plans at `shapes`: from the store, else recorded now in its sandbox."""
+    """The candidate's plans at `shapes`: from the store, else recorded now in its sandbox
+    (`background`: ahead of its evaluation, below the timing children's priority)."""
     device = "cuda" if gpu else "cpu"
     key = artifacts.plans_key(candidate.source, shapes, device)
     store = artifacts.store()
@@ -65,6 +67,7 @@ def record(
         isolate_net=config.network_isolation,
         env_extra={} if gpu else {"TRITON_INTERPRET": "1"},
         prestart=True,  # the next recording (the agent makes many) starts warm
+        background=background,
     )
     out = Recorded(key, child=child)
     if child.status is not ChildStatus.OK:

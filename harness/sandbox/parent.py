@@ -77,6 +77,7 @@ def run_child(
     spares: bool = True,
     pass_fds: tuple[int, ...] = (),
     started: threading.Event | None = None,
+    background: bool = False,
 ) -> ChildResult:
     """Run `harness.phases.run(phase, job)` in a fresh, locked-down process.
 
@@ -85,7 +86,8 @@ def run_child(
     is set to it) and nothing of the host is writable. `readable` adds host folders to the
     view. `prestart` leaves a spare behind for the caller's next phase; spares=False never
     claims one; `pass_fds` hands the child open descriptors (never a spare); `started` is set
-    once the child process exists (or failed to start)."""
+    once the child process exists (or failed to start). `background`: compile-ahead work,
+    run at BACKGROUND_NICE so it never competes with a child that times kernels."""
     try:
         return _run(
             phase,
@@ -105,6 +107,7 @@ def run_child(
             spares=spares,
             pass_fds=pass_fds,
             started=started,
+            background=background,
         )
     finally:
         if started is not None:
@@ -112,7 +115,8 @@ def run_child(
 
 
 def _run(phase, job, workdir, *, limits, wall_s, cuda, isolate_net, isolate_fs, isolate_ns,
-         writable, readable, env_extra, wrapper, prestart, spares, pass_fds, started):  # fmt: skip
+         writable, readable, env_extra, wrapper, prestart, spares, pass_fds, started,
+         background):  # fmt: skip
     capabilities.undumpable()  # this process's environment: not for a child to read
     untrusted = is_untrusted(phase)
     if untrusted:
@@ -133,6 +137,7 @@ def _run(phase, job, workdir, *, limits, wall_s, cuda, isolate_net, isolate_fs, 
         writes=() if untrusted else _trusted_writes(workdir, writable),
         env_extra=tuple(sorted((env_extra or {}).items())),
         base_env=tuple(sorted(process.child_env("/kf-workdir").items())),
+        niceness=process.BACKGROUND_NICE if background else 0,
     )
     side_dir = scratch.make("side") if wrapper else None  # under the scratch root: writable
     claim = Claim(
@@ -204,7 +209,7 @@ def _run(phase, job, workdir, *, limits, wall_s, cuda, isolate_net, isolate_fs, 
                         isolate_net=isolate_net, isolate_fs=isolate_fs, isolate_ns=isolate_ns,
                         writable=writable, readable=readable, env_extra=env_extra,
                         wrapper=wrapper, prestart=prestart, spares=False,
-                        pass_fds=pass_fds, started=None)  # fmt: skip
+                        pass_fds=pass_fds, started=None, background=background)  # fmt: skip
         code = child.proc.returncode
         if oom_killed:
             code = child.proc.returncode = -signal.SIGKILL

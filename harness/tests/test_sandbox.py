@@ -19,6 +19,7 @@ from harness import Verdict
 from harness.config import Limits
 from harness.sandbox import ChildStatus, run_child
 from harness.sandbox.parent import _ResultReader, _verify
+from harness.sandbox.process import BACKGROUND_NICE
 from harness.tests.conftest import fresh, run_fixture
 
 
@@ -160,6 +161,17 @@ def test_it_starts_children_with_an_allow_listed_environment(phase, secret_env):
     assert not names & set(secret_env)
     assert res.result["cwd"] == os.path.realpath(workdir)
     assert res.result["home"] == workdir
+
+
+def test_compile_ahead_children_run_below_the_timing_children():
+    # A background child (precompile, the screen's compile pool) must not compete for the CPU
+    # with one that times kernels: its nvcc and ptxas inherit the niceness.
+    with tempfile.TemporaryDirectory() as workdir:
+        timing = run_child("selftest_env", {}, workdir, limits=Limits(), cuda=False)
+        ahead = run_child("selftest_env", {}, workdir, limits=Limits(), cuda=False, background=True)
+    assert timing.status is ChildStatus.OK and ahead.status is ChildStatus.OK
+    assert timing.result["nice"] == os.nice(0)
+    assert ahead.result["nice"] == min(19, os.nice(0) + BACKGROUND_NICE) > timing.result["nice"]
 
 
 def test_it_hands_settings_to_a_wrapped_child_through_a_private_file():
