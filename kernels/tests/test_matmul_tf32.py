@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from kernels import all_ops, parse_problem
-from kernels.checking import check_source
+from kernels.checking import check_source, compare
+from kernels.ops.matmul.op import to_tf32
 from kernels.problem import Problem, ProblemError
 
 OP = all_ops()["matmul"]
@@ -38,10 +39,23 @@ def test_the_baseline_runs_inside_tf32_and_puts_the_setting_back(monkeypatch):
     before = torch.backends.cuda.matmul.allow_tf32
     OP.baseline(problem, *inputs, out=out)
     assert seen == [True] and torch.backends.cuda.matmul.allow_tf32 is before
-    assert torch.allclose(out.double(), OP.reference(problem, *inputs), rtol=1e-4, atol=1e-4)
+    # The CPU has no TF32: its fp32 GEMM is within TF32's tolerance of the TF32 reference.
+    assert compare(out, OP.reference(problem, *inputs), OP.tolerance(problem)).passed
     with OP.numerics(problem):
         assert torch.backends.cuda.matmul.allow_tf32
     assert torch.backends.cuda.matmul.allow_tf32 is before
+
+
+def test_the_reference_rounds_operands_to_tf32_as_cublas_does():
+    # Round to nearest, ties away from zero, on 10 mantissa bits (the low 13 of fp32 dropped).
+    one = 1.0 + 2.0**-10
+    x = torch.tensor([1.0 + 2.0**-11, 1.0 + 2.0**-12, -(1.0 + 2.0**-11), 3.0, -0.0, float("inf")])
+    assert to_tf32(x).tolist() == [one, 1.0, -one, 3.0, -0.0, float("inf")]
+    problem = Problem("matmul", (1, 1, 2), "fp32", "NN+tf32")
+    a = torch.tensor([[1.0 + 2.0**-11, -1.0]])
+    b = torch.tensor([[1.0], [1.0]])
+    # fp32 says 2**-11; TF32 (a's first element rounded up) says 2**-10, and so does cuBLAS.
+    assert OP.reference(problem, a, b).item() == 2.0**-10
 
 
 def test_the_tf32_tolerance_admits_tf32_rounding_and_catches_a_wrong_sum():

@@ -11,6 +11,12 @@ fp32 is taken as a model that allows TF32 runs it (torch.backends.cuda.matmul.al
 torch.set_float32_matmul_precision("high")): its layout ends in "+tf32", the baseline runs
 cuBLAS with TF32 on, kernels use TF32 tensor cores (tl.dot's default for fp32 inputs) and the
 tolerance is TF32's. A full-precision fp32 GEMM is left to cuBLAS (no layout names it).
+
+What TF32 computes is defined as cuBLAS computes it: each operand rounded to TF32 to nearest
+(`to_tf32`), the products summed in fp32. The tensor cores themselves truncate (they drop the
+low 13 mantissa bits), which on inputs that cancel lands 100x further from cuBLAS than cuBLAS
+is from this reference (H100, 2026-11-28: benchmarks/results/tf32_rounding_h100.json), so the
+Triton families round their operands first (snippets.TF32_FN) and the reference rounds too.
 """
 
 from __future__ import annotations
@@ -41,6 +47,13 @@ def tf32_matmuls():
         yield
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def to_tf32(t: torch.Tensor) -> torch.Tensor:
+    """fp32 rounded to TF32's 10 mantissa bits, to nearest with ties away from zero (cuBLAS's
+    rounding; PTX cvt.rna.tf32.f32): add half of the dropped part, then drop it."""
+    bits = t.contiguous().view(torch.int32)
+    return ((bits + 0x1000) & ~0x1FFF).view(torch.float32).view(t.shape)
 
 
 def split_layout(layout: str) -> tuple[str, bool, str]:
@@ -148,6 +161,8 @@ class MatmulOp(Op):
 
     def reference(self, problem, *inputs):
         a, b = self._operands(problem, inputs[0], inputs[1])
+        if is_tf32(problem.layout):
+            a, b = to_tf32(a), to_tf32(b)
         _, has_bias, activation = split_layout(problem.layout)
         c = a.double() @ b.double()
         if has_bias:

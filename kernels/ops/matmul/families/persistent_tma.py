@@ -58,7 +58,7 @@ def matmul_persistent_tma_kernel(
                 b = b_desc.load([off_n, off_k]).T
             else:
                 b = b_desc.load([off_k, off_n])
-            acc = tl.dot(a, b, acc)
+            acc = tl.dot(tf32_operand(a), tf32_operand(b), acc)
         offs_n = off_n + tl.arange(0, BLOCK_N)
         acc = apply_epilogue(acc, bias_ptr, offs_n, N, HAS_BIAS, ACTIVATION)
         if EPILOGUE_SUBTILE:  # two half-width stores: half the staging buffer
@@ -84,6 +84,8 @@ $CONSTANTS
 
 """
     + FAST_LAUNCH
+    + "\n\n\n"
+    + snippets.TF32_FN
     + "\n\n\n"
     + snippets.EPILOGUE_FN
     + "\n\n\n"

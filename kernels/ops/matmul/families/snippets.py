@@ -3,6 +3,17 @@
 Each candidate must be one self-contained module, so shared pieces are text, not imports.
 """
 
+# fp32 operands as cuBLAS feeds them to TF32 tensor cores: rounded to nearest (ties away), where
+# the tensor cores alone would truncate (kernels/ops/matmul/op.py, to_tf32). Other dtypes pass.
+TF32_FN = """
+@triton.jit
+def tf32_operand(x):
+    if x.dtype == tl.float32:
+        bits = x.to(tl.uint32, bitcast=True)
+        x = ((bits + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+    return x
+""".strip()
+
 # The fused epilogue: bias then activation, in fp32, before the cast to the output dtype.
 EPILOGUE_FN = """
 @triton.jit
@@ -71,7 +82,7 @@ def matmul_tiled_kernel(
         k_left = K - k * BLOCK_K
         a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
         b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
-        acc = tl.dot(a, b, acc)
+        acc = tl.dot(tf32_operand(a), tf32_operand(b), acc)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
     acc = apply_epilogue(acc, bias_ptr, offs_n, N, HAS_BIAS, ACTIVATION)

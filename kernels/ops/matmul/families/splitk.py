@@ -38,7 +38,7 @@ def matmul_partial_kernel(
         k_left = k_stop - k
         a = tl.load(a_ptrs, mask=tl.arange(0, BLOCK_K)[None, :] < k_left, other=0.0)
         b = tl.load(b_ptrs, mask=tl.arange(0, BLOCK_K)[:, None] < k_left, other=0.0)
-        acc = tl.dot(a, b, acc)
+        acc = tl.dot(tf32_operand(a), tf32_operand(b), acc)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
     ws_ptrs = ws_ptr + (split * M + offs_m[:, None]).to(tl.int64) * N + offs_n[None, :]
@@ -78,6 +78,8 @@ REDUCE_BLOCK = 1024  # columns per program of the reduction kernel
 
 """
     + FAST_LAUNCH
+    + "\n\n\n"
+    + snippets.TF32_FN
     + "\n\n\n"
     + snippets.EPILOGUE_FN
     + "\n\n\n"

@@ -64,7 +64,7 @@ def matmul_splitk_tma_kernel(
             b = b_desc.load([off_n, off_k]).T
         else:
             b = b_desc.load([off_k, off_n])
-        acc = tl.dot(a, b, acc)
+        acc = tl.dot(tf32_operand(a), tf32_operand(b), acc)
     offs_m = off_m + tl.arange(0, BLOCK_M)
     offs_n = off_n + tl.arange(0, BLOCK_N)
     last = True
@@ -103,6 +103,8 @@ $CONSTANTS
 
 """
     + FAST_LAUNCH
+    + "\n\n\n"
+    + snippets.TF32_FN
     + "\n\n\n"
     + snippets.EPILOGUE_FN
     + "\n\n\n"

@@ -46,7 +46,7 @@ def accumulate(a_desc, b_desc, off_m, off_n, k_first, k_last,
             b = b_desc.load([off_n, off_k]).T
         else:
             b = b_desc.load([off_k, off_n])
-        acc = tl.dot(a, b, acc)
+        acc = tl.dot(tf32_operand(a), tf32_operand(b), acc)
     return acc
 
 
@@ -251,6 +251,8 @@ $CONSTANTS
 
 """
     + FAST_LAUNCH
+    + "\n\n\n"
+    + snippets.TF32_FN
     + "\n\n\n"
     + snippets.EPILOGUE_FN
     + "\n\n\n"

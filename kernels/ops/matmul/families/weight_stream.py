@@ -45,6 +45,7 @@ def load_tiles(a_ptrs, b_ptrs, ki, k_last, K, offs_k, mask_m, mask_n, BLOCK_K: t
 
 @triton.jit
 def multiply_add(acc, a, b, USE_DOT: tl.constexpr):
+    a, b = tf32_operand(a), tf32_operand(b)  # the FMA form computes TF32 products too
     if USE_DOT:
         acc = tl.dot(a, b, acc)
     else:  # FMA form (BLOCK_M == 1): acc is [BLOCK_K, BLOCK_N], reduced over K at the end
@@ -249,6 +250,8 @@ $CONSTANTS
     + FAST_LAUNCH
     + "\n\n\n"
     + SPLIT_PLAN
+    + "\n\n\n"
+    + snippets.TF32_FN
     + "\n\n\n"
     + snippets.EPILOGUE_FN
     + "\n\n\n"
