@@ -1,4 +1,9 @@
-"""How far a TF32 GEMM is from fp32 on the adversarial inputs, by input rounding (device probe)."""
+"""How far fp32-as-TF32 GEMMs (cuBLAS, the Triton families' starting points) land from the op's
+reference and from the products of inputs truncated (rz) or rounded to nearest (rn) to TF32, on
+the op's random and adversarial inputs (device probe; benchmarks/results/tf32_rounding_h100.json):
+
+    python benchmarks/tf32_probe.py OUT.json
+"""
 
 import json
 import sys
@@ -60,4 +65,5 @@ for shape in [(8, 4096, 4096), (1000, 1024, 768), (17, 33, 65)]:
                 )
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-json.dump(rows, open(sys.argv[1], "w"), indent=0)
+with open(sys.argv[1], "w") as f:
+    json.dump(rows, f, indent=0)

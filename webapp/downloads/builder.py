@@ -26,7 +26,6 @@ import io
 import json
 import math
 import re
-import sys
 import zipfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -112,11 +111,12 @@ def _won_inputs(spec: kernels.Problem) -> list[dict[str, Any]]:
     return described
 
 
-def _contract(op_name_: str) -> dict[str, Any]:
-    """Constants a kernel computes with that a public PyTorch call passes as an argument."""
-    module = sys.modules[type(kernels.get_op(op_name_)).__module__]
-    eps = getattr(module, "EPS", None)
-    return {"eps": eps} if eps is not None else {}
+def _contract(problem: Problem) -> dict[str, Any]:
+    """Constants a kernel computes with that a public PyTorch call passes as an argument: a
+    norm's eps, the problem's own (its layout names it when it is not the op's)."""
+    op = kernels.get_op(problem.op)
+    eps = getattr(op, "eps", None)
+    return {"eps": eps(kernels.Problem.from_dict(problem.to_dict()))} if callable(eps) else {}
 
 
 def _test_cases(problem: Problem, module: str) -> list[dict[str, Any]]:
@@ -405,12 +405,12 @@ def build_package(
         entries.append(_entry(winner, module))
         cases += _test_cases(winner.task.problem, module)
         p = winner.task.problem
-        ops[op_name(p)] = {"op": p.op, "layout": p.layout, **_contract(p.op)}
+        ops[op_name(p)] = {"op": p.op, "layout": p.layout, **_contract(p)}
     won = {w.task.problem_id for w in winners}
     missing = [p.key for p in problems if p.id not in won]
     reasons = no_winner_reasons(job_id=job.id) if missing else {}
     for p in problems:  # problems with no winner still get their op registered (PyTorch only)
-        ops.setdefault(op_name(p), {"op": p.op, "layout": p.layout, **_contract(p.op)})
+        ops.setdefault(op_name(p), {"op": p.op, "layout": p.layout, **_contract(p)})
     table = {"ops": ops, "entries": entries, "fallback_for": missing}
     templates = {t.name.removesuffix(".tmpl"): t.read_text() for t in TEMPLATE_DIR.glob("*.tmpl")}
 

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import subprocess
+import sys
 import zipfile
 from importlib.machinery import SourceFileLoader
 
@@ -121,3 +122,41 @@ def test_the_winners_download_installs_and_its_tests_pass(alice_client, runs, tm
     lines = user.stdout.strip().splitlines()
     assert lines[-2:] == ["True", "True"], user.stdout
     assert float(lines[0].rsplit(" ", 1)[1]) < 1e-5, user.stdout
+
+
+@pytest.mark.django_db
+def test_a_norm_won_at_the_models_eps_is_called_at_that_eps(alice, team, alice_client, tmp_path):
+    # A model's RMSNorm at eps 1e-5 is its own problem ("eps=1e-05"): the package must send
+    # F.rms_norm(..., eps=1e-5) to that kernel, and a call at any other eps to PyTorch.
+    from webapp.dashboard.demo import seed_job
+
+    seeded = seed_job(
+        user=alice,
+        team=team,
+        title="eps norms",
+        shapes=[("rmsnorm", "64x256", "fp32", "eps=1e-05")],
+    )
+    response = alice_client.get(f"/jobs/{seeded.job.id}/package.zip")
+    assert response.status_code == 200
+    zipfile.ZipFile(io.BytesIO(response.content)).extractall(tmp_path)
+    name = package_name(seeded.job.title)
+    table = json.loads((tmp_path / name.replace("_", "-") / name / "dispatch.json").read_text())
+    assert table["ops"]["rmsnorm_eps_1e_05"]["eps"] == 1e-5
+    script = (
+        f"import torch, torch.nn.functional as F, {name} as pkg\n"
+        "g = torch.Generator().manual_seed(0)\n"
+        "x, w = torch.randn(64, 256, generator=g), torch.randn(256, generator=g)\n"
+        "y = F.rms_norm(x, (256,), w, eps=1e-5)\n"
+        "want = x.double() * torch.rsqrt(x.double().pow(2).mean(-1, keepdim=True) + 1e-5) * w\n"
+        "assert (y - want).abs().max().item() < 1e-4\n"
+        "assert sum(pkg.stats()['kernel'].values()) == 1, pkg.stats()\n"
+        "pkg.reset_stats()\n"
+        "F.rms_norm(x, (256,), w, eps=1e-6)\n"
+        "F.rms_norm(x, (256,), w)\n"
+        "assert not pkg.stats()['kernel'], pkg.stats()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO", "PYTHONPATH"))}
+    env.update(TRITON_INTERPRET="1", PYTHONPATH=str(tmp_path / name.replace("_", "-")))
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                         env=env, timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
