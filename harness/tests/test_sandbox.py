@@ -170,8 +170,10 @@ def test_compile_ahead_children_run_below_the_timing_children():
         timing = run_child("selftest_env", {}, workdir, limits=Limits(), cuda=False)
         ahead = run_child("selftest_env", {}, workdir, limits=Limits(), cuda=False, background=True)
     assert timing.status is ChildStatus.OK and ahead.status is ChildStatus.OK
-    assert timing.result["nice"] == os.nice(0)
-    assert ahead.result["nice"] == min(19, os.nice(0) + BACKGROUND_NICE) > timing.result["nice"]
+    base = os.nice(0)  # a test run may itself run niced
+    assert timing.result["nice"] == base
+    assert ahead.result["nice"] == min(19, base + BACKGROUND_NICE)
+    assert ahead.result["nice"] > base or base == 19
 
 
 def test_it_hands_settings_to_a_wrapped_child_through_a_private_file():

@@ -57,6 +57,8 @@ $CONSTANTS
 """
     + FAST_LAUNCH
     + "\n\n\n"
+    + snippets.TF32_FN
+    + "\n\n\n"
     + snippets.EPILOGUE_FN
     + "\n\n\n"
     + snippets.TILE_COORDS_FN
