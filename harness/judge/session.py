@@ -67,7 +67,7 @@ def judge(job: dict) -> dict[str, Any]:
         case.inputs = tuple(t.cpu() for t in case.inputs)
     result["phase_s"]["import"] = round(time.perf_counter() - t0, 3)
     t0 = time.perf_counter()
-    outputs, error = _run_cases(subject, op, cases, device, job["workdir"])
+    outputs, error = _run_cases(subject, op, cases, device, job["workdir"], result["phase_s"])
     result["phase_s"]["cases"] = round(time.perf_counter() - t0, 3)
     result["error"] = error
     result["kernels"] = sorted(k for k in subject.kernels if not k.startswith("aten::"))[:50]
@@ -81,6 +81,7 @@ def judge(job: dict) -> dict[str, Any]:
         t0 = time.perf_counter()
         try:
             timed = _time(subject, op, problem, job)
+            result["phase_s"].update(timed.pop("phase_s"))
         except CandidateFailure as failure:
             result["error"] = {"case": "timing", "kind": failure.kind, "detail": failure.detail}
         result["phase_s"]["time"] = round(time.perf_counter() - t0, 3)
@@ -101,10 +102,18 @@ def judge(job: dict) -> dict[str, Any]:
 
 
 def _run_cases(
-    subject: Subject, op: Op, cases: list[cases_mod.Case], device: str, workdir: str
+    subject: Subject,
+    op: Op,
+    cases: list[cases_mod.Case],
+    device: str,
+    workdir: str,
+    phase_s: dict[str, float],
 ) -> tuple[list[dict], dict | None]:
+    """Every case's runs; phase_s gets "cases_first_calls", the first call at each shape
+    (prepare and JIT compiles: where a full verification's case time goes)."""
     saved: list[dict] = []
     prepared: set[str] = set()
+    first_calls = 0.0
     for case in cases:
         spec = op.output_spec(case.problem)
         n = oracle.spec_numel(spec.shape)
@@ -120,11 +129,16 @@ def _run_cases(
                 padded, out = poisoned_output(subject, spec.shape, spec.dtype)
                 padded[:GUARD] = guard[:GUARD].to(padded.device)
                 padded[GUARD + n :] = guard[GUARD:].to(padded.device)
-                subject.bind(case.problem, inputs, out, prepare=case.problem.key not in prepared)
+                first = case.problem.key not in prepared
+                t0 = time.perf_counter()
+                subject.bind(case.problem, inputs, out, prepare=first)
                 prepared.add(case.problem.key)
                 subject.call()
                 if device == "cuda":
                     torch.cuda.synchronize()
+                if first:
+                    first_calls += time.perf_counter() - t0
+                    phase_s["cases_first_calls"] = round(first_calls, 3)
                 runs.append(padded.to("cpu", copy=True))
                 if rep == 0:
                     after = [t.to("cpu", copy=True) for t in inputs]
@@ -193,6 +207,7 @@ def _time(subject: Subject, op: Op, problem: Problem, job: dict) -> dict[str, An
     device = job["device"]
     regime = Regime(job["regime"])
     spec = op.output_spec(problem)
+    started = time.perf_counter()
     own_cache = os.environ.get("TRITON_CACHE_DIR")
     if own_cache:  # baselines compile into a cache of their own (trusted, never shared)
         os.environ["TRITON_CACHE_DIR"] = own_cache + "-baselines"
@@ -201,6 +216,7 @@ def _time(subject: Subject, op: Op, problem: Problem, job: dict) -> dict[str, An
     finally:
         if own_cache:
             os.environ["TRITON_CACHE_DIR"] = own_cache
+    built_s = time.perf_counter() - started
     state_before = state_after = None
     uuid = None
     if device == "cuda":
@@ -257,6 +273,7 @@ def _time(subject: Subject, op: Op, problem: Problem, job: dict) -> dict[str, An
     fns = {"candidate": subject.call}
     for name, fn in base_fns.built.items():
         fns[name] = _bound_baseline(fn, sets, current, outs, name)
+    started = time.perf_counter()
     samples = timing.time_interleaved(
         fns,
         regime=regime,
@@ -268,6 +285,7 @@ def _time(subject: Subject, op: Op, problem: Problem, job: dict) -> dict[str, An
         max_seconds=job.get("max_seconds", 120.0),
         server_gap_ms=job.get("server_gap_ms", 2.0),
     )
+    interleaved_s = time.perf_counter() - started
     if device == "cuda":
         state_after = gpu_state.snapshot(uuid)  # before the GPU idles: the re-check follows
     # One more call on fresh inputs in fresh buffers after timing.
@@ -297,6 +315,15 @@ def _time(subject: Subject, op: Op, problem: Problem, job: dict) -> dict[str, An
             if s.preroll_table
         },
         "baseline_errors": base_fns.errors,
+        # Where the timing phase goes: building the baselines (torch.compile's autotuning, the
+        # cuBLASLt search) and the interleaved loop with its calibration; samples per function.
+        "phase_s": {
+            "time_baselines_build": round(built_s, 3),
+            "time_interleaved": round(interleaved_s, 3),
+            "time_samples": max(
+                (len(s.synced_us or s.host_us) for s in samples.values()), default=0
+            ),
+        },
         "spots": spots,
     }
     if device == "cuda":

@@ -19,6 +19,11 @@ def test_it_times_under_the_interpreter_and_labels_the_numbers_as_such():
     assert "torch" in ev.timings.speedups
     assert ev.pct_of_roof is None and not ev.implausible
     assert any(s.name == "recheck_after_timing" and s.passed for s in ev.stages)
+    # Where a full verification's time goes, phase by phase (issue 24: a verification <= 25 s).
+    phases = ev.checks["judge_s"]
+    assert 0 < phases["cases_first_calls"] <= phases["cases"]
+    assert 0 < phases["time_interleaved"] <= phases["time"]
+    assert phases["time_baselines_build"] >= 0 and phases["time_samples"] >= 3
 
 
 def test_it_evaluates_a_second_op():
