@@ -19,11 +19,14 @@ from harness.results import Candidate, CompileResult, Evaluation, Profile, Verdi
 from harness.screen import ScreenPoint, ScreenResult
 from kernels.problem import Problem
 
-# Seconds one verification takes before this run has measured one (agents/stopping.py keeps
+# Seconds one verification takes before this machine has measured one (agents/stopping.py keeps
 # that much back for the last one). The full protocol (every baseline, compute-sanitizer) at
 # 4096^3 bf16 took 39-47 s on the H100 (results/agents/matmul_4096_bf16_h100_budget*.json); the
 # quick one 17-31 s on an H200. The CPU interpreter's are of the same order for small shapes.
 VERIFY_ESTIMATE_S = {"full": 45.0, "quick": 30.0}
+# Evaluations that end before the protocol's work (a build that failed, a dead sandbox, the
+# harness's own fault): their durations say nothing of what a verification takes.
+_NOT_A_FULL_RUN = (Verdict.COMPILE_ERROR, Verdict.CRASH, Verdict.INFRA_ERROR)
 
 if TYPE_CHECKING:
     from agents.config import OptimizeConfig
@@ -188,7 +191,15 @@ class HarnessEvaluator(Evaluator):
         )
 
     def verify_estimate_s(self, *, full: bool) -> float:
-        return VERIFY_ESTIMATE_S["full" if full else "quick"]
+        """On a GPU, this machine's recent median for the protocol (harness/verify_times.py);
+        else the constant: what a run keeps back for its final verification until it has
+        measured one itself."""
+        from harness import verify_times
+        from harness.device import gpu_visible
+
+        protocol = "full" if full else "quick"
+        known = verify_times.typical(protocol) if gpu_visible() else None
+        return known if known is not None else VERIFY_ESTIMATE_S[protocol]
 
     def _settings(self, timeout_s: float, *, full: bool = False) -> Any:
         """`timeout_s` caps the whole evaluate() call (every phase), not each phase."""
@@ -217,7 +228,16 @@ class HarnessEvaluator(Evaluator):
             return rejected
         timeout_s = max(1.0, timeout_s - (time.monotonic() - started))
         settings = self._settings(timeout_s, full=full)
-        return self._harness.evaluate(candidate, problem, config=settings)
+        began = time.monotonic()
+        evaluation = self._harness.evaluate(candidate, problem, config=settings)
+        if evaluation.verdict not in _NOT_A_FULL_RUN and settings.device != "cpu":
+            from harness import verify_times
+            from harness.device import gpu_visible
+
+            if gpu_visible():
+                protocol = "full" if full and self._config.full_protocol else "quick"
+                verify_times.record(protocol, time.monotonic() - began)
+        return evaluation
 
     def profile(self, candidate: Candidate, problem: Problem, *, timeout_s: float) -> Profile:
         return self._harness.profile(candidate, problem, config=self._settings(timeout_s))

@@ -143,3 +143,18 @@ def test_on_a_gpu_a_recorded_candidate_is_not_recorded_again():
         out = os.path.join(os.environ["KF_RESULTS_DIR"], "precompile_gpu.json")
         with open(out, "w") as f:
             json.dump(record, f, indent=2)
+
+
+def test_the_first_reserve_is_this_gpu_machines_own_verification_time(monkeypatch):
+    # A run keeps back one full verification from its start; before it has measured one it
+    # takes this machine's recent median (kept across runs), not a constant an H100 overran.
+    from harness import verify_times
+
+    evaluator = HarnessEvaluator(OptimizeConfig(precompile=False))
+    monkeypatch.setattr("harness.device.gpu_visible", lambda: False)
+    verify_times.record("full", 56.0)
+    assert evaluator.verify_estimate_s(full=True) == 45.0  # the CPU interpreter: the constant
+    monkeypatch.setattr("harness.device.gpu_visible", lambda: True)
+    assert evaluator.verify_estimate_s(full=True) == 56.0
+    assert evaluator.verify_estimate_s(full=False) == 30.0  # nothing measured for that protocol
+    evaluator.close()
