@@ -1,8 +1,9 @@
 """Compile a candidate ahead of its evaluation, on the CPU cores, while the GPU times another.
 
 A render of our own families (harness/judge/trust.py) is compiled the way the screen compiles
-its points: a trusted child imports it and triggers its JIT compile-only at the quick shapes,
-into the trusted caches the judge reads (harness/compile_cache.py). Anything else is recorded
+its points: a trusted child imports it and triggers its JIT compile-only at every shape the
+evaluation will call it at (the config's cases and the timed one), into the trusted caches the
+judge reads (harness/compile_cache.py). Anything else is recorded
 ahead: the candidate_record phase in its sandbox, at exactly the shapes the evaluation will
 use, launching nothing; the parent files the plans and cubins in the artifact store, where
 the evaluation finds them (harness/judge/evaluation.py) and records nothing again.
@@ -38,6 +39,7 @@ class PrecompileResult:
     failure: str = ""
     compile_s: float = 0.0  # import + compile inside the child: JIT work done ahead
     files: int = 0  # blobs (cubins, presets) the recorded plans name; 0 for a render
+    shapes: int = 0  # shapes it was compiled or recorded at (the evaluation's): 0 when cached
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -68,7 +70,7 @@ def precompile(
         return PrecompileResult(True, 0.0, cache_key=key, cached=True)
     point = trust.trusted_point(candidate, problem, config.op_ref)
     if point is not None:
-        result = _compile_render(candidate, problem, point, config, gpu, key)
+        result = _compile_render(candidate, problem, point, config, gpu, key, shapes)
     else:
         result = _record(candidate, shapes, config, gpu, key)
     result = dataclasses.replace(result, seconds=time.monotonic() - started)
@@ -79,9 +81,17 @@ def precompile(
 
 
 def _compile_render(
-    candidate: Candidate, problem: Problem, point: dict, config: EvalConfig, gpu: bool, key: str
+    candidate: Candidate,
+    problem: Problem,
+    point: dict,
+    config: EvalConfig,
+    gpu: bool,
+    key: str,
+    shapes: list[dict],
 ) -> PrecompileResult:
-    """The screen's compile phase over this one point (trusted: our render)."""
+    """The screen's compile phase over this one point (trusted: our render), at every shape the
+    evaluation will call it at (a full verification's sweep adds specializations the screen
+    never compiled: the judge would compile them inside its time)."""
     from harness.compile_cache import trusted_dirs, trusted_env
     from harness.sandbox import ChildStatus, run_child, scratch
 
@@ -96,6 +106,7 @@ def _compile_render(
             "workdir": str(root),
             "progress_path": str(progress),
             "points": [{**point, "candidate_id": candidate.id}],
+            "shapes": shapes,
         }
         res = run_child(
             "screen_compile",
@@ -127,6 +138,7 @@ def _compile_render(
         key,
         failure="" if done.get("ok") else str(done.get("failure") or "compile"),
         compile_s=float(done.get("seconds", 0.0)),
+        shapes=int(done.get("shapes", 0)),
     )
 
 
@@ -153,7 +165,9 @@ def _record(
             False, 0.0, error["detail"], key, failure=failure, compile_s=rec.compile.seconds
         )
     blobs = {b for p in rec.plans for b in _binaries(p)}
-    return PrecompileResult(True, 0.0, "", key, compile_s=rec.compile.seconds, files=len(blobs))
+    return PrecompileResult(
+        True, 0.0, "", key, compile_s=rec.compile.seconds, files=len(blobs), shapes=len(shapes)
+    )
 
 
 def _binaries(plan: dict) -> set[str]:

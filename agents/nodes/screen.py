@@ -18,6 +18,7 @@ from langgraph.types import Command
 
 from agents import stopping, tiers
 from agents.context import RunContext
+from agents.evaluator import prefetch_final
 from agents.reporting import SearchStats
 from agents.state import OptimizeState, Pending, Screened, Tier
 from harness.results import Regime
@@ -103,6 +104,7 @@ def screen(
         update["notes"] = [*state.get("notes", []), f"screen: {result.error[:1500]}"]
     ctx.reporter.search(SearchStats.from_dict(update["stats"]))
     after: OptimizeState = {**state, **update}  # type: ignore[typeddict-item]
+    _prefetch_challenger(ctx, after)
     estimate = stopping.verify_estimate(after, ctx)
     slots = (
         int(stopping.search_left(after, ctx) // estimate) if estimate > 0 else ctx.config.finalists
@@ -135,6 +137,19 @@ def screen(
         update["stop_reason"] = reason.value
         return Command(goto="finish", update=update)
     return Command(goto="planner", update=update)
+
+
+def _prefetch_challenger(ctx: RunContext, state: OptimizeState) -> None:
+    """The screened point the finish would verify now gets compiled ahead at the full
+    protocol's shapes (agents/evaluator.py prefetch_final): the final verification, the one
+    every run makes, then finds its compiles done."""
+    challenger = tiers.challenger(state, ctx.config)
+    if challenger is None or not ctx.config.full_protocol:
+        return
+    family, params = challenger["family"], challenger["params"]
+    _, source = render(ctx.problem, ScreenPoint(family, params))
+    candidate = ctx.candidate(source, family, f"family:{family}", params)
+    prefetch_final(ctx.evaluator, candidate, ctx.problem)
 
 
 def _points(state: OptimizeState, new: list[ScreenPoint], ctx: RunContext) -> list[ScreenPoint]:

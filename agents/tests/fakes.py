@@ -73,6 +73,7 @@ class FakeEvaluator:
         self.profiled: list[str] = []
         self.prefetched: list[str] = []
         self.verified: list[str] = []  # full-protocol evaluations (tier two)
+        self.finals_ahead: list[tuple[str, int]] = []  # prefetch_final calls
         self.points: list[ScreenPoint] = []  # every point handed to the screen
         self.screened: list[str] = []  # candidate ids the screen ranked
         self.screened_verdicts: list[Verdict] = []  # their screen verdicts
@@ -167,6 +168,10 @@ class FakeEvaluator:
 
     def prefetch(self, candidates: Sequence[Candidate], problem: Problem) -> None:
         self.prefetched.extend(c.id for c in candidates)
+
+    def prefetch_final(self, candidate: Candidate, problem: Problem) -> None:
+        # (id, evaluations before it): compiled ahead for the final verification, and when
+        self.finals_ahead.append((candidate.id, len(self.calls)))
 
     def close(self) -> None:
         return None

@@ -107,6 +107,11 @@ def test_the_budget_rule_keeps_back_the_last_verification_and_uses_it():
     assert "the search stopped (gpu_time)" in last.hypothesis and last.tier == "verify"
     assert all(t <= 40.0 for t in evaluator.timeouts)
     assert result.outcome in ("verified", "baseline") and result.outcome_reason
+    # That challenger was handed over to compile at the full protocol's shapes while the
+    # search still screened, before its verification began.
+    final = evaluator.calls[-1]
+    # (n: evaluations made before the prefetch; the final one is made after len - 1 of them)
+    assert any(cid == final and n < len(evaluator.calls) for cid, n in evaluator.finals_ahead)
     assert reporter.searches[-1].outcome == result.outcome
 
 

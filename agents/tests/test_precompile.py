@@ -15,6 +15,7 @@ from agents.tests.fakes import ListReporter
 from harness import Backend, EvalConfig, evaluate, precompile
 from harness.device import gpu_visible
 from harness.judge import artifacts
+from harness.judge.evaluation import record_problems
 from harness.results import Candidate, Verdict
 from kernels import get_op, parse_problem
 
@@ -73,6 +74,10 @@ def test_a_render_of_our_family_is_compiled_not_recorded():
     render = Candidate.of_render(GOOD, Backend.TRITON, _ROWWISE.name, _PARAMS)
     result = precompile(render, PROBLEM)
     assert result.ok and result.files == 0, result.error
+    # At every shape its evaluation calls it at, not the screen's two (on a GPU the full
+    # protocol's sweep adds more): the judge then JIT-compiles nothing on its own clock.
+    shapes = record_problems(get_op("rmsnorm"), PROBLEM, EvalConfig(quick=True), gpu=False)
+    assert result.shapes == len(shapes) > 2, (result, shapes)
     evaluation = evaluate(render, PROBLEM, config=EvalConfig(quick=True))
     assert evaluation.verdict is Verdict.PASSED, evaluation.error
     assert evaluation.checks["trusted_render"] and "plans" not in evaluation.checks
