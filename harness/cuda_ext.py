@@ -16,7 +16,9 @@ memory per kernel) comes from `cuobjdump -res-usage` on the built library.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import fcntl
 import glob
 import hashlib
 import importlib.machinery
@@ -85,20 +87,38 @@ def load_cuda(
         return module
     build_dir = os.path.join(os.environ.get("TORCH_EXTENSIONS_DIR", "/tmp"), key)
     os.makedirs(build_dir, exist_ok=True)
-    module = load_inline(
-        name=module_name,
-        cpp_sources=[cpp_source],
-        cuda_sources=[cuda_source],
-        functions=functions,
-        extra_cuda_cflags=list(extra_cuda_cflags),
-        build_directory=build_dir,
-        verbose=False,
-    )
+    with build_lock(build_dir):
+        module = load_inline(
+            name=module_name,
+            cpp_sources=[cpp_source],
+            cuda_sources=[cuda_source],
+            functions=functions,
+            extra_cuda_cflags=list(extra_cuda_cflags),
+            build_directory=build_dir,
+            verbose=False,
+        )
     report = {"cached": False, "key": key, "so": module.__file__, "build_dir": build_dir}
     report["seconds"] = time.perf_counter() - t0
     report.update(resource_usage(module.__file__))
     _REPORTS.append(report)
     return module
+
+
+@contextlib.contextmanager
+def build_lock(build_dir: str):
+    """One build per folder at a time, under a lock the kernel drops when its holder dies.
+
+    torch's own lock is a file (`lock`) that its FileBaton polls for until it is gone. A build
+    killed at its wall limit (the harness ends children at their deadline) leaves it behind,
+    and every later load of that source then waits on it until its own limit: a screen lost a
+    whole CUDA family's points that way, "screening child timeout", while the cache folder
+    kept a `lock` beside a half-built extension (H100 and H200, 2026-11-28). Whoever holds this
+    lock is the only live builder here, so a `lock` file it finds is stale and goes."""
+    with open(os.path.join(build_dir, ".kf-build.lock"), "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(build_dir, "lock"))
+        yield
 
 
 def import_extension(module_name: str, path: str):
