@@ -110,10 +110,11 @@ def build_lock(build_dir: str):
 
     torch's own lock is a file (`lock`) that its FileBaton polls for until it is gone. A build
     killed at its wall limit (the harness ends children at their deadline) leaves it behind,
-    and every later load of that source then waits on it until its own limit: a screen lost a
-    whole CUDA family's points that way, "screening child timeout", while the cache folder
-    kept a `lock` beside a half-built extension (H100 and H200, 2026-11-28). Whoever holds this
-    lock is the only live builder here, so a `lock` file it finds is stale and goes."""
+    and every later load of that source then waits on it until its own limit. The likely
+    cause of a screen that lost all of matmul_cuda_wmma's points to "screening child timeout"
+    (H100, 2026-11-28): a worker's cache kept such a `lock` beside a half-built extension
+    (H200 host, the same day). Whoever holds this lock is the only live builder here, so a
+    `lock` file it finds is stale and goes."""
     with open(os.path.join(build_dir, ".kf-build.lock"), "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         with contextlib.suppress(FileNotFoundError):
