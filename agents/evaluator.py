@@ -253,15 +253,7 @@ class HarnessEvaluator(Evaluator):
     def prefetch(self, candidates: Sequence[Candidate], problem: Problem) -> None:
         if self._pool is None:
             return
-        settings = self._settings(self._left(self._config.eval_timeout_s))
-        for candidate in candidates:
-            with self._lock:
-                if candidate.id in self._ahead:
-                    continue
-                self.stats.submitted += 1
-                self._ahead[candidate.id] = self._pool.submit(
-                    self._precompile, candidate, problem, settings
-                )
+        self._ahead_of(candidates, problem, self._settings(self._left(self._config.eval_timeout_s)))
 
     def prefetch_final(self, candidate: Candidate, problem: Problem) -> None:
         """The challenger at every shape of the full protocol, while the search goes on: the
@@ -270,13 +262,19 @@ class HarnessEvaluator(Evaluator):
         if self._pool is None or not self._config.full_protocol:
             return
         settings = self._settings(self._left(self._config.eval_timeout_s), full=True)
-        with self._lock:
-            if candidate.id in self._ahead:
-                return
-            self.stats.submitted += 1
-            self._ahead[candidate.id] = self._pool.submit(
-                self._precompile, candidate, problem, settings
-            )
+        self._ahead_of([candidate], problem, settings)
+
+    def _ahead_of(self, candidates: Sequence[Candidate], problem: Problem, settings: Any) -> None:
+        """Hand each candidate not already on its way to the pool, compiled for `settings`."""
+        assert self._pool is not None
+        for candidate in candidates:
+            with self._lock:
+                if candidate.id in self._ahead:
+                    continue
+                self.stats.submitted += 1
+                self._ahead[candidate.id] = self._pool.submit(
+                    self._precompile, candidate, problem, settings
+                )
 
     def _precompile(self, candidate: Candidate, problem: Problem, settings: Any) -> Any:
         result = self._harness.precompile(candidate, problem, config=settings)
