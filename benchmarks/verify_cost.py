@@ -1,0 +1,135 @@
+"""What one full verification costs on this machine, and where its time goes.
+
+A full verification is what an agent run ends with for its challenger (issue 24 item 6): the
+judge child (cases on secret seeds, timing against every baseline, every check) and then
+compute-sanitizer's memcheck. This runs the agent's own full-protocol settings
+(agents.evaluator.HarnessEvaluator) on the first `--n` renders of the op's starting pool for
+the problem, one after another, each as an agent run would: optionally compiled ahead at every
+shape of the protocol first (`--ahead`, what prefetch_final does during the screen), then
+evaluated. Per candidate it keeps the evaluate() call's wall time, its verdict, each child's
+wall time (`phase_wall_s`) and the judge's own phases (`judge_s`); the summary has medians.
+
+    python -m benchmarks.verify_cost --op matmul --shape 2048x6144x4096 --dtype bf16 --n 4 \
+        --ahead --out benchmarks/results/verify_cost_h100.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import shlex
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.model_job import _versions
+from benchmarks.pools import pool_for
+
+
+def renders(problem, n: int) -> list:
+    """The first n starting points that the family accepts, rendered as our candidates."""
+    import kernels
+    from harness import Backend, Candidate
+
+    op = kernels.get_op(problem.op)
+    families = {f.name: f for f in op.families()}
+    out = []
+    for name, partial in pool_for(problem.op, problem):
+        family = families[name] if name else op.families()[0]
+        params = {**family.default(problem), **partial}
+        if family.check(problem, params) is not None:
+            continue
+        source = family.render(problem, params)
+        backend = Backend.of_family(family.backend)
+        out.append(Candidate.of_render(source, backend, family.name, params))
+        if len(out) == n:
+            break
+    return out
+
+
+def measure(problem, n: int, ahead: bool, timeout_s: float) -> list[dict[str, Any]]:
+    import harness
+    from agents.config import OptimizeConfig
+    from agents.evaluator import HarnessEvaluator
+
+    evaluator = HarnessEvaluator(OptimizeConfig(precompile=True))
+    settings = evaluator._settings(timeout_s, full=True)
+    rows = []
+    for candidate in renders(problem, n):
+        row: dict[str, Any] = {"family": candidate.family, "params": dict(candidate.params)}
+        if ahead:
+            t0 = time.monotonic()
+            pre = harness.precompile(candidate, problem, config=settings)
+            row["ahead_s"] = round(time.monotonic() - t0, 2)
+            row["ahead_ok"] = pre.ok
+        t0 = time.monotonic()
+        ev = harness.evaluate(candidate, problem, config=settings)
+        row["total_s"] = round(time.monotonic() - t0, 2)
+        row["verdict"] = ev.verdict.value
+        row["error"] = (ev.error or "")[:300]
+        row["speedups"] = {k: round(v, 4) for k, v in ev.timings.speedups.items()}
+        row["phase_wall_s"] = ev.checks.get("phase_wall_s", {})
+        row["judge_s"] = ev.checks.get("judge_s", {})
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    def median(values: list[float]) -> float | None:
+        return round(statistics.median(values), 2) if values else None
+
+    keys = sorted({k for r in rows for k in (*r["phase_wall_s"], *r["judge_s"])})
+    parts = {}
+    for key in keys:
+        values = [r["phase_wall_s"].get(key, r["judge_s"].get(key)) for r in rows]
+        parts[key] = median([v for v in values if isinstance(v, (int, float))])
+    return {
+        "median_total_s": median([r["total_s"] for r in rows]),
+        "verdicts": [r["verdict"] for r in rows],
+        "median_parts_s": parts,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.verify_cost")
+    parser.add_argument("--op", default="matmul")
+    parser.add_argument("--shape", default="2048x6144x4096")
+    parser.add_argument("--dtype", default="bf16")
+    parser.add_argument("--layout", default="NN")
+    parser.add_argument("--n", type=int, default=4, help="candidates verified one after another")
+    parser.add_argument("--ahead", action="store_true", help="compile each ahead, as the agent")
+    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--out")
+    args = parser.parse_args(argv)
+
+    import harness
+    import kernels
+
+    problem = kernels.parse_problem(args.op, args.shape, args.dtype, args.layout)
+    t0 = time.monotonic()
+    harness.warm_up(problem, deadline_s=600)
+    warm_s = round(time.monotonic() - t0, 2)
+    rows = measure(problem, args.n, args.ahead, args.timeout)
+    result = {
+        "what": "full verifications (agent's final protocol) one after another, by phase",
+        "problem": problem.key,
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "versions": _versions(),
+        "command": "python3 -m benchmarks.verify_cost " + shlex.join(argv or sys.argv[1:]),
+        "warm_up_s": warm_s,
+        "summary": summary(rows),
+        "candidates": rows,
+    }
+    print(json.dumps(result["summary"], indent=1))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
