@@ -73,6 +73,9 @@ def measure(problem, n: int, ahead: bool, timeout_s: float) -> list[dict[str, An
         row["speedups"] = {k: round(v, 4) for k, v in ev.timings.speedups.items()}
         row["phase_wall_s"] = ev.checks.get("phase_wall_s", {})
         row["judge_s"] = ev.checks.get("judge_s", {})
+        memcheck = ev.checks.get("sanitizer", {}).get("memcheck", {})
+        wall = round(memcheck.get("wall_s", 0.0), 3)
+        row["sanitize_s"] = {"wall": wall, **memcheck.get("phase_s", {})}
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows
@@ -82,11 +85,12 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     def median(values: list[float]) -> float | None:
         return round(statistics.median(values), 2) if values else None
 
-    keys = sorted({k for r in rows for k in (*r["phase_wall_s"], *r["judge_s"])})
-    parts = {}
-    for key in keys:
-        values = [r["phase_wall_s"].get(key, r["judge_s"].get(key)) for r in rows]
-        parts[key] = median([v for v in values if isinstance(v, (int, float))])
+    def flat(row: dict[str, Any]) -> dict[str, float]:
+        sanitize = {f"sanitize_{k}": v for k, v in row["sanitize_s"].items()}
+        return {**row["phase_wall_s"], **row["judge_s"], **sanitize}
+
+    keys = sorted({k for r in rows for k in flat(r)})
+    parts = {key: median([flat(r)[key] for r in rows if key in flat(r)]) for key in keys}
     return {
         "median_total_s": median([r["total_s"] for r in rows]),
         "verdicts": [r["verdict"] for r in rows],

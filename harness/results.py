@@ -153,7 +153,8 @@ class Evaluation:
     duration_s: float = 0.0
     stdout_tail: str = ""  # the sandbox's captured output, size-capped
     error: str = ""  # why it failed, one paragraph for humans
-    # Added by the harness engineer: GPU kernels / aten ops seen in one audited call, the
+    # Added by the harness engineer: GPU kernels / aten ops seen in one audited call (every
+    # recorded candidate; our own renders only where the problem forbids the vendor library), the
     # isolation that was actually applied (it depends on the host), and timing cross-checks.
     kernels: list[str] = field(default_factory=list)
     isolation: dict[str, Any] = field(default_factory=dict)

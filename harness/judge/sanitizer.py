@@ -60,6 +60,9 @@ class SanitizerReport:
     isolation: str = ""  # "namespaces+netns+landlock", "netns+landlock", "landlock", "none"
     note: str = ""  # why it did not run, or what else happened (timeout, child error)
     wall_s: float = 0.0
+    # Inside the child under the tool: opening the subject, then the calls; the rest of
+    # wall_s is the tool's and the child's start-up.
+    phase_s: dict[str, float] = field(default_factory=dict)
     log_tail: str = ""  # the tool's own log, last lines
 
     def to_dict(self) -> dict:
@@ -175,6 +178,7 @@ def run(
                 isolation=level,
                 note=_ladder_note(notes, res),
                 wall_s=res.wall_s,
+                phase_s=res.result.get("phase_s", {}),
                 log_tail=text[-2000:],
             )
         if errors == 0 or (res.status is ChildStatus.TIMEOUT and last):

@@ -226,7 +226,9 @@ def _time(subject: Subject, op: Op, problem: Problem, job: dict) -> dict[str, An
 
     def fresh_inputs(name: str, seed: int) -> list[torch.Tensor]:
         made = op.make_inputs(problem, seed=seed, device=device)
-        return [place(subject, t.cpu()) for t in made] if name == "candidate" else list(made)
+        # Device to device: through the host, every timed call of a large problem waited on
+        # two copies of its inputs over PCIe.
+        return [place(subject, t) for t in made] if name == "candidate" else list(made)
 
     sets = {
         name: [fresh_inputs(name, secrets.randbits(62)) for _ in range(n_sets)]

@@ -7,6 +7,7 @@ under the tool either.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
@@ -49,16 +50,22 @@ def judge_sanitize(job: dict) -> dict[str, Any]:
     problem = Problem.from_dict(job["problem"])
     op = resolve_op(problem.op, job.get("op_ref", ""))
     calls = 0
+    phase_s: dict[str, float] = {}
     try:
+        t0 = time.perf_counter()
         subject, _ = open_subject(job)
+        phase_s["open"] = round(time.perf_counter() - t0, 3)
         for i, p in enumerate(shapes(op, problem)):
+            t0 = time.perf_counter()
             _run(subject, op, p, job["seed"] + i, 2)
+            phase_s[f"calls_{i}"] = round(time.perf_counter() - t0, 3)
             calls += 2
     except CandidateFailure as failure:
-        return {"calls": calls, "error": failure.detail[-2000:]}
+        return {"calls": calls, "error": failure.detail[-2000:], "phase_s": phase_s}
     except Exception as exc:  # noqa: BLE001  (the tool's log says what went wrong)
         return {"calls": calls, "error": f"{type(exc).__name__}: {exc}"[-2000:]}
-    return {"calls": calls, "shapes": ["x".join(map(str, p.shape)) for p in shapes(op, problem)]}
+    shapes_run = ["x".join(map(str, p.shape)) for p in shapes(op, problem)]
+    return {"calls": calls, "shapes": shapes_run, "phase_s": phase_s}
 
 
 def judge_profile(job: dict) -> dict[str, Any]:
