@@ -8,6 +8,7 @@ cublaslt : GEMM only; cuBLASLt's heuristic top algorithms timed, fastest kept (C
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ ALL = ("torch", "compile", "cublaslt")
 class Built:
     built: dict[str, Callable[..., None]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)  # each one's build, for phase_s
 
 
 def applicable(op_name: str, layout: str, device: str) -> tuple[str, ...]:
@@ -37,6 +39,7 @@ def make(names, op: Op, problem: Problem, device: str, cublaslt_dir: str | None)
     result = Built()
     spec = op.output_spec(problem)
     for name in names:
+        started = time.perf_counter()
         try:
             if name == "torch":
                 result.built[name] = _torch(op, problem)
@@ -49,6 +52,7 @@ def make(names, op: Op, problem: Problem, device: str, cublaslt_dir: str | None)
                 result.built[name] = _cublaslt(ext, op, problem, spec, device)
         except Exception as exc:  # noqa: BLE001  (a baseline that cannot build is reported)
             result.errors[name] = f"{type(exc).__name__}: {exc}"[:500]
+        result.seconds[name] = round(time.perf_counter() - started, 3)
     return result
 
 

@@ -321,6 +321,8 @@ def _time(subject: Subject, op: Op, problem: Problem, job: dict) -> dict[str, An
         # cuBLASLt search) and the interleaved loop with its calibration; samples per function.
         "phase_s": {
             "time_baselines_build": round(built_s, 3),
+            **{f"time_build_{name}": s for name, s in base_fns.seconds.items()},
+            **_inductor_cache_counts(),
             "time_interleaved": round(interleaved_s, 3),
             "time_samples": max(
                 (len(s.synced_us or s.host_us) for s in samples.values()), default=0
@@ -332,6 +334,17 @@ def _time(subject: Subject, op: Op, problem: Problem, job: dict) -> dict[str, An
         timed["clocks"] = _clocks()
         timed["gpu_state"] = {"before": state_before, "after": state_after}
     return timed
+
+
+def _inductor_cache_counts() -> dict[str, int]:
+    """Whether the compile baseline came from Inductor's caches (graph, autotuning) or was
+    built again: what its build time depends on."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:
+        return {}
+    wanted = ("fxgraph_cache_hit", "fxgraph_cache_miss", "fxgraph_cache_bypass")
+    return {f"inductor_{k}": int(counters["inductor"][k]) for k in wanted}
 
 
 def spot_rounds(rounds: int, budget: int) -> set[int]:
