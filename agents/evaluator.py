@@ -24,6 +24,20 @@ from kernels.problem import Problem
 # 4096^3 bf16 took 39-47 s on the H100 (results/agents/matmul_4096_bf16_h100_budget*.json); the
 # quick one 17-31 s on an H200. The CPU interpreter's are of the same order for small shapes.
 VERIFY_ESTIMATE_S = {"full": 45.0, "quick": 30.0}
+
+
+def verify_estimate_s(*, full: bool) -> float:
+    """On a GPU, this machine's recent median for the protocol (harness/verify_times.py); else
+    the constant: what a run keeps back for its final verification until it has measured one
+    itself, and what a model job's plan counts for each problem's verification (agents/fit.py)."""
+    from harness import verify_times
+    from harness.device import gpu_visible
+
+    protocol = "full" if full else "quick"
+    known = verify_times.typical(protocol) if gpu_visible() else None
+    return known if known is not None else VERIFY_ESTIMATE_S[protocol]
+
+
 # Evaluations that end before the protocol's work (a build that failed, a dead sandbox, the
 # harness's own fault): their durations say nothing of what a verification takes.
 _NOT_A_FULL_RUN = (Verdict.COMPILE_ERROR, Verdict.CRASH, Verdict.INFRA_ERROR)
@@ -199,15 +213,7 @@ class HarnessEvaluator(Evaluator):
         )
 
     def verify_estimate_s(self, *, full: bool) -> float:
-        """On a GPU, this machine's recent median for the protocol (harness/verify_times.py);
-        else the constant: what a run keeps back for its final verification until it has
-        measured one itself."""
-        from harness import verify_times
-        from harness.device import gpu_visible
-
-        protocol = "full" if full else "quick"
-        known = verify_times.typical(protocol) if gpu_visible() else None
-        return known if known is not None else VERIFY_ESTIMATE_S[protocol]
+        return verify_estimate_s(full=full)
 
     def _settings(self, timeout_s: float, *, full: bool = False) -> Any:
         """`timeout_s` caps the whole evaluate() call (every phase), not each phase."""

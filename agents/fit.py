@@ -6,7 +6,8 @@ less; the plan and the job page say why a problem was left out.
 The numbers are the search's own estimates before a run has measured anything: a screening
 child's start-up, the opening batch compiled on every core (a CUDA C++ configuration is one
 nvcc build, in parallel with the others), screened at the measured rate, and the reserve the
-run keeps for one full verification (agents/stopping.py).
+run keeps for one full verification (agents/stopping.py: this machine's recent median where it
+has a GPU, agents.evaluator.verify_estimate_s).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.config import OptimizeConfig
-from agents.evaluator import SCREEN_MIN_S, VERIFY_ESTIMATE_S
+from agents.evaluator import SCREEN_MIN_S, verify_estimate_s
 from agents.stopping import ESTIMATE_SLACK
 from kernels import get_op
 from kernels.problem import Problem
@@ -57,7 +58,9 @@ def least_budget(problem: Problem, *, gpu: bool, config: OptimizeConfig | None =
     points = config.screen_batch
     compile_s = max((COMPILE_WALL_S.get(b, 0.0) for b in backends), default=0.0) if gpu else 0.0
     screen_s = SCREEN_MIN_S + compile_s + points * SCREEN_S_PER_POINT["gpu" if gpu else "cpu"]
-    verify_s = ESTIMATE_SLACK * VERIFY_ESTIMATE_S["full" if gpu else "quick"]
+    # On the GPU worker that plans the job, its own recent verifications (a full one went from
+    # 36 to 21 s median on an H200 on 2026-11-28: a constant would under-fund the plan).
+    verify_s = ESTIMATE_SLACK * verify_estimate_s(full=gpu)
     return Least(points, math.ceil(screen_s), math.ceil(verify_s))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from agents.config import OptimizeConfig
 from agents.evaluator import SCREEN_MIN_S, VERIFY_ESTIMATE_S
 from agents.fit import COMPILE_WALL_S, SCREEN_S_PER_POINT, for_plan, least_budget
@@ -31,3 +33,17 @@ def test_an_op_with_only_triton_families_and_the_interpreter_need_less():
 
 def test_the_plan_asks_it_with_the_problem_dict_of_a_plan_group():
     assert for_plan(gpu=True)(MATMUL.to_dict()) == least_budget(MATMUL, gpu=True)
+
+
+def test_a_gpu_worker_counts_its_own_recent_verifications(monkeypatch, tmp_path):
+    # The plan funds a problem with this machine's measured verification time where it has
+    # one (a GPU worker), so a faster harness funds more problems of the same budget.
+    from harness import verify_times
+
+    monkeypatch.setenv("KF_CACHE_DIR", str(tmp_path))
+    before = least_budget(MATMUL, gpu=True)
+    monkeypatch.setattr("harness.device.gpu_visible", lambda: True)
+    verify_times.record("full", 20.0)
+    after = least_budget(MATMUL, gpu=True)
+    assert after.verify_s == math.ceil(ESTIMATE_SLACK * 20.0) < before.verify_s
+    assert after.screen_s == before.screen_s

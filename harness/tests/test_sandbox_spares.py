@@ -241,3 +241,36 @@ def test_the_candidate_cannot_see_the_spare_waiting_for_the_next_phase():
     line = next(x for x in ev.stdout_tail.splitlines() if x.startswith("PROBE me"))
     assert len(line.split("sees")[1].strip(" []").split(",")) <= 2, line
     assert "SPARE SEEN" not in ev.stdout_tail
+
+
+_WARM_UP = """
+import os, sys
+from harness.sandbox import boot
+from harness.sandbox.protocol import ChildLimits, SpawnSettings
+limits = ChildLimits(cpu_s=60, max_file_bytes=1 << 20, max_open_files=256, max_pids=64,
+                     memory_bytes=1 << 33, cgroup=False)
+spawn = SpawnSettings(fd=1, warm=True, idle_s=1.0, cuda=sys.argv[1] == "cuda",
+                      untrusted=sys.argv[2] == "untrusted", sandbox_uid=None, isolate_net=False,
+                      isolate_fs=False, undumpable=False, cgroup_kind="none", limits=limits)
+unfit = boot._warm_up(1, spawn)
+print("unfit:" + unfit, "inductor:" + str("torch._inductor.compile_fx" in sys.modules))
+"""
+
+
+@pytest.mark.parametrize(
+    ("cuda", "trust", "inductor"),
+    [("cuda", "trusted", True), ("cuda", "untrusted", False), ("cpu", "trusted", False)],
+)
+def test_a_judge_spare_on_a_gpu_imports_inductor_and_stays_fit_to_serve(cuda, trust, inductor):
+    # The judge's torch.compile baseline imports Inductor (seconds); its spare does it while
+    # it waits. Still one thread and no writable fd, or Landlock would miss something.
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", _WARM_UP, cuda, trust],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert out.split()[-2:] == ["unfit:", f"inductor:{inductor}"]
