@@ -119,6 +119,26 @@ def test_it_rejects_the_vendor_library_when_the_problem_forbids_it():
     assert allowed.verdict is Verdict.PASSED, allowed.error
 
 
+def test_our_render_is_audited_for_the_vendor_library_only_where_the_problem_forbids_it():
+    # The audit is one call under the profiler (seconds on a GPU: 4-5 s of a full
+    # verification on an H200, 2026-11-28); a render of our own family needs it only to keep
+    # the vendor-library rule.
+    import kernels
+    from harness import Backend, Candidate, EvalConfig, evaluate
+
+    problem = kernels.parse_problem("matmul", "64x48x32", "fp16", "NN")
+    family = next(f for f in kernels.get_op("matmul").families() if f.name == "matmul_tiled")
+    params = family.default(problem)
+    render = Candidate.of_render(
+        family.render(problem, params), Backend.TRITON, family.name, params
+    )
+    plain = evaluate(render, problem, config=EvalConfig(quick=True))
+    audited = evaluate(render, problem, config=EvalConfig(quick=True, forbid_vendor_library=True))
+    assert plain.checks["trusted_render"] and audited.checks["trusted_render"]
+    assert plain.verdict is audited.verdict is Verdict.PASSED, (plain.error, audited.error)
+    assert plain.kernels == [] and audited.kernels  # what its one audited call ran
+
+
 def test_it_rejects_input_mutation():
     ev = run_fixture("exploit_input_mutation")
     assert ev.verdict is Verdict.CHEAT
