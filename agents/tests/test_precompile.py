@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from agents import Budget, OptimizeConfig, optimize
-from agents.evaluator import HarnessEvaluator
+from agents.evaluator import VERIFY_ESTIMATE_S, HarnessEvaluator
 from agents.tests.fakes import ListReporter
 from harness import Backend, EvalConfig, evaluate, precompile
 from harness.device import gpu_visible
@@ -158,7 +158,8 @@ def test_the_first_reserve_is_this_gpu_machines_own_verification_time(monkeypatc
     evaluator = HarnessEvaluator(OptimizeConfig(precompile=False))
     monkeypatch.setattr("harness.device.gpu_visible", lambda: False)
     verify_times.record("full", 56.0)
-    assert evaluator.verify_estimate_s(full=True) == 45.0  # the CPU interpreter: the constant
+    constant = VERIFY_ESTIMATE_S["full"]
+    assert evaluator.verify_estimate_s(full=True) == constant  # the CPU interpreter
     monkeypatch.setattr("harness.device.gpu_visible", lambda: True)
     assert evaluator.verify_estimate_s(full=True) == 56.0
     assert evaluator.verify_estimate_s(full=False) == 30.0  # nothing measured for that protocol
