@@ -5,8 +5,8 @@ judge child (cases on secret seeds, timing against every baseline, every check) 
 compute-sanitizer's memcheck. This runs the agent's own full-protocol settings
 (agents.evaluator.HarnessEvaluator) on the first `--n` renders of the op's starting pool for
 the problem, one after another, each as an agent run would: optionally compiled ahead at every
-shape of the protocol first (`--ahead`, what prefetch_final does during the screen), then
-evaluated. Per candidate it keeps the evaluate() call's wall time, its verdict, each child's
+shape of the protocol first (`--ahead`, what prefetch_final does during the screen: all of them
+at once, before the first is evaluated), then evaluated. Per candidate it keeps the evaluate() call's wall time, its verdict, each child's
 wall time (`phase_wall_s`) and the judge's own phases (`judge_s`); the summary has medians.
 
     python -m benchmarks.verify_cost --op matmul --shape 2048x6144x4096 --dtype bf16 --n 4 \
@@ -22,6 +22,7 @@ import shlex
 import statistics
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -57,14 +58,23 @@ def measure(problem, n: int, ahead: bool, timeout_s: float) -> list[dict[str, An
 
     evaluator = HarnessEvaluator(OptimizeConfig(precompile=True))
     settings = evaluator._settings(timeout_s, full=True)
+    candidates = renders(problem, n)
+    compiled: dict[str, Any] = {}
+    if ahead:  # all at once, as the agent's pool does, and done before any is timed
+        with ThreadPoolExecutor(len(candidates) or 1) as pool:
+            compiled = dict(
+                zip(
+                    [c.id for c in candidates],
+                    pool.map(lambda c: harness.precompile(c, problem, config=settings), candidates),
+                    strict=True,
+                )
+            )
     rows = []
-    for candidate in renders(problem, n):
+    for candidate in candidates:
         row: dict[str, Any] = {"family": candidate.family, "params": dict(candidate.params)}
-        if ahead:
-            t0 = time.monotonic()
-            pre = harness.precompile(candidate, problem, config=settings)
-            row["ahead_s"] = round(time.monotonic() - t0, 2)
-            row["ahead_ok"] = pre.ok
+        if candidate.id in compiled:
+            row["ahead_s"] = round(compiled[candidate.id].seconds, 2)
+            row["ahead_ok"] = compiled[candidate.id].ok
         t0 = time.monotonic()
         ev = harness.evaluate(candidate, problem, config=settings)
         row["total_s"] = round(time.monotonic() - t0, 2)
