@@ -339,7 +339,7 @@ def _time(subject: Subject, op: Op, problem: Problem, job: dict) -> dict[str, An
 def _inductor_cache_counts() -> dict[str, int]:
     """Whether the compile baseline came from Inductor's caches (graph, autotuning) or was
     built again: what its build time depends on. Nothing without that baseline: importing
-    Dynamo only to read its counters cost 1.5 s (this CPU box)."""
+    Dynamo only to read its counters would take seconds."""
     import sys
 
     if "torch._dynamo.utils" not in sys.modules:

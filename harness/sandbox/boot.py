@@ -199,9 +199,9 @@ def _warm_up(result_fd: int, spawn: SpawnSettings) -> str:
         from harness import phases  # noqa: F401, PLC0415
 
         if spawn.cuda and not spawn.untrusted:
-            # The judge builds the torch.compile baseline: importing Inductor took ~2 s of
-            # every full verification (this machine's CPU, 2026-11-28). It reads its cache
-            # folder from the environment when it compiles, which the claim sets.
+            # The judge builds the torch.compile baseline, and importing Inductor takes
+            # seconds of every full verification. Inductor reads its cache folder from the
+            # environment when it compiles, which the claim sets.
             import torch._dynamo  # noqa: F401, PLC0415
             import torch._inductor.compile_fx  # noqa: F401, PLC0415
     except Exception as exc:  # noqa: BLE001  (a fresh child will report it properly)
