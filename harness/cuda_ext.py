@@ -37,6 +37,11 @@ _REPORTS: list[dict] = []
 # libraries are refused there (their host code would have to run in the judge's process),
 # and CudaKernel launches are recorded instead of run.
 host_libraries_refused = ""
+# Set by the screening child (harness/screen_child.py): it loads builds, never makes one. Its
+# compile children built every CUDA C++ render ahead; a build there would take a candidate's
+# whole turn (nvcc: tens of seconds) and end the child, so a render missing from the cache
+# fails at once, saying so.
+builds_refused = ""
 
 
 def cache_key(name: str, cuda_source: str, cpp_source: str, functions, flags) -> str:
@@ -85,6 +90,8 @@ def load_cuda(
         )
         _REPORTS[-1].update(resource_usage(found[0]))
         return module
+    if builds_refused:
+        raise CudaBuildError(builds_refused)
     build_dir = os.path.join(os.environ.get("TORCH_EXTENSIONS_DIR", "/tmp"), key)
     os.makedirs(build_dir, exist_ok=True)
     with build_lock(build_dir):
@@ -402,6 +409,8 @@ def load_library(lib: CudaLibrary, functions: dict[str, CFunction]) -> BoundLibr
             stale = True
     cached = handle is not None
     if path is None or handle is None:  # (no handle without a path: this tells mypy)
+        if builds_refused:
+            raise CudaBuildError(builds_refused)
         path = build_library(lib, rebuild=stale)
         handle = ctypes.CDLL(path)
     report = {"cached": cached, "key": lib.key, "so": path, "seconds": time.perf_counter() - t0}

@@ -60,6 +60,9 @@ RETRIES = 3  # fresh screening children after one died (each retry drops the cul
 # run lost 86 s four times over to one hung candidate (2026-11-28), all of its budget.
 POINT_FLOOR_S = {True: 30.0, False: 120.0}  # by "on a GPU"
 HUNG_EXIT = 75  # the screening child's exit status when its watchdog ended it
+# A point still waiting when its batch ended (another one's hang or fault used the time or
+# the retries): it was never run, so it gets no one else's reason.
+NOT_REACHED = "not screened: the batch's time or its retries ran out before its turn"
 
 
 @dataclass(frozen=True)
@@ -360,14 +363,14 @@ class Screener:
             result.gpu_s += wall
             result.error = result.error or error  # the first failure says most
             todo = rest
-        for item in todo:  # still not screened after the retries (or no time was left)
+        for item in todo:  # never had its turn: the retries or the time ran out first
             result.entries.append(
                 ScreenEntry(
                     item.point.family,
                     dict(item.point.params),
                     item.candidate.id,
                     Verdict.TIMEOUT,
-                    result.error or "not screened before the deadline",
+                    NOT_REACHED,
                 )
             )
         by_id = {i.candidate.id: i for i in batch}
@@ -438,11 +441,11 @@ class Screener:
         if hung is not None and hung["hung"] in by_id:
             # Its watchdog ended the child: that one candidate had its share and is done with
             # (a kernel that hangs once must not rank, whatever an earlier round said).
-            why = (
-                f"its turn ran past {hung['seconds']:.0f} s, its share of the batch's time: "
-                "stopped there; the others went on in a fresh child"
-            )
             culprit = by_id[hung["hung"]]
+            why = (
+                f"{_stage(lines, culprit.candidate.id)} ran past {hung['seconds']:.0f} s, its "
+                "share of the batch's time: stopped there; the others went on in a fresh child"
+            )
             done = [_entry(e) for cid, e in finished.items() if cid != culprit.candidate.id]
             rest = [i for i in items if i.candidate.id not in finished and i is not culprit]
             return [*done, self._crashed(culprit, why, Verdict.TIMEOUT)], rest, res.wall_s, why
@@ -504,6 +507,14 @@ def screen(
         )
     finally:
         screener.close()
+
+
+def _stage(lines: list[dict[str, Any]], cid: str) -> str:
+    """What the candidate was doing when its turn ran out, from its last progress line."""
+    last: dict[str, Any] = next((r for r in reversed(lines) if r.get("candidate_id") == cid), {})
+    if last.get("stage") == "time":
+        return f"its timed round {last.get('round', 0) + 1}"
+    return "its import and correctness checks"
 
 
 def _entry(data: dict[str, Any]) -> ScreenEntry:

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from harness import runtime, timing
+from harness import cuda_ext, runtime, timing
 from harness.compare import closeness, vendor_limit
 from harness.compiling import call_at_shapes, compile_only_launches, is_compile_error, is_cuda_fault
 from harness.judge.baselines import make as make_baselines
@@ -62,6 +62,7 @@ class _Progress:
         self.path = Path(path)
 
     def write(self, **data: Any) -> None:
+        data.setdefault("t", time.time())  # wall clock: the parent lines steps up across children
         with self.path.open("a") as f:
             f.write(json.dumps(data, default=str) + "\n")
 
@@ -167,6 +168,10 @@ class _Shape:
 
 
 def screen_batch(job: dict) -> dict:
+    cuda_ext.builds_refused = (
+        "not built ahead: the screen times CUDA C++ renders its compile children built at "
+        "import, and this one built nothing there (does its module build at import?)"
+    )
     progress = _Progress(job["progress_path"])
     watchdog = _Watchdog(progress, job["point_s"])
     try:

@@ -73,9 +73,26 @@ def test_a_candidate_that_hangs_costs_its_share_and_the_rest_are_screened():
     by = {(e.family, e.params.get("SCALE")): e for e in result.entries}
     hung = by[("screen_hangs", 1)]
     assert hung.verdict is Verdict.TIMEOUT and "its share" in hung.detail, hung.detail
+    assert hung.detail.startswith("its import and correctness checks ran past 8 s"), hung.detail
     for scale in (1, 2):
         assert by[("screen_right", scale)].verdict is Verdict.PASSED
     assert took < 120, f"the hang took the batch's budget ({took:.0f} s of 240)"
+
+
+@needs_interpreter
+def test_a_point_a_hang_kept_from_its_turn_is_not_given_the_hangs_reason(monkeypatch):
+    # A 2x H200 run (2026-11-28) reported every point of a screen as "its turn ran past 30 s"
+    # when two had hung and the rest had never run: the screen's why-not sent people after
+    # the wrong points.
+    from harness.screen import NOT_REACHED, ScreenConfig
+
+    monkeypatch.setattr("harness.screen.RETRIES", 0)  # no fresh child after the hang
+    config = ScreenConfig(op_ref=REF, point_s=8.0)
+    result = screen(PROBLEM, [point("hangs"), point("right", 1)], deadline_s=240, config=config)
+    by = {e.family: e for e in result.entries}
+    assert "ran past 8 s" in by["screen_hangs"].detail
+    assert by["screen_right"].verdict is Verdict.TIMEOUT
+    assert by["screen_right"].detail == NOT_REACHED
 
 
 def test_a_screen_past_its_deadline_screens_nothing_and_says_so():
@@ -99,3 +116,45 @@ def _config():
     from harness.screen import ScreenConfig
 
     return ScreenConfig(op_ref=REF)
+
+
+def test_every_cuda_family_builds_at_import_where_the_compile_children_build(monkeypatch, tmp_path):
+    # The screen's compile children build a CUDA C++ render by importing it (a call would run
+    # it on the GPU being timed), and the screening child refuses to build: a family that
+    # builds later, in prepare() or run(), would never be built ahead.
+    import kernels
+    from harness import cuda_ext, runtime
+
+    class BuildReached(Exception):  # the toolchain is the edge: no nvcc on this machine
+        pass
+
+    def reached(*args, **kwargs):
+        raise BuildReached
+
+    monkeypatch.setattr(cuda_ext, "load_cuda", reached)
+    monkeypatch.setattr(cuda_ext, "load_library", reached)
+    problems = {"matmul": parse_problem("matmul", "2048x2048x2048", "bf16", "NN")}
+    families = [
+        f for op in kernels.all_ops().values() for f in op.families() if f.backend == "cuda"
+    ]
+    assert {f.op for f in families} <= set(problems), "add a problem for the new op here"
+    assert families
+    for i, family in enumerate(families):
+        problem = problems[family.op]
+        params = family.default(problem)
+        assert family.check(problem, params) is None
+        source = family.render(problem, params)
+        with pytest.raises(BuildReached):  # during the import itself
+            runtime.load_candidate(source, str(tmp_path), f"kf_cuda_{i}")
+
+
+def test_the_screening_child_refuses_to_build_cuda_and_says_why(monkeypatch, tmp_path):
+    from harness import cuda_ext
+
+    monkeypatch.setenv("KF_COMPILE_CACHE", str(tmp_path))  # empty: nothing was built ahead
+    monkeypatch.setattr(cuda_ext, "builds_refused", "not built ahead (test)")
+    with pytest.raises(cuda_ext.CudaBuildError, match="not built ahead"):
+        cuda_ext.load_cuda("x", cuda_source="", cpp_source="", functions=["f"])
+    lib = cuda_ext.CudaLibrary("x", 'extern "C" void f() {}', ())
+    with pytest.raises(cuda_ext.CudaBuildError, match="not built ahead"):
+        cuda_ext.load_library(lib, {})
