@@ -76,6 +76,9 @@ class TaskRun:
     # The agent's own account of the search (its "search" event: screened and verified counts,
     # where the time went, each family's screen line, why it kept what it kept).
     search: dict[str, Any] = field(default_factory=dict)
+    # Each attempt the judge turned away ("family verdict: reason"): the 2x H200 run of
+    # 2026-11-28 kept nothing on two problems after "1 error" and could not say what it was.
+    turned_away: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -288,6 +291,12 @@ def watch(shapes: list[str], gpu_minutes: int, timeout_s: float) -> dict[str, An
     from webapp.embedded.gpus import detect_gpus
     from webapp.jobs.models import Iteration
     from webapp.jobs.selectors import BEST_VERDICTS, fastest_speedup, why_not_ranked
+
+    KEPT_OR_BASELINE = (
+        Iteration.Verdict.KEPT,
+        Iteration.Verdict.REVERTED,
+        Iteration.Verdict.BASELINE,
+    )
     from webapp.jobs.submission import JobRequest, budget_minutes, jobs_submit
 
     gpus = detect_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"))
@@ -342,6 +351,10 @@ def watch(shapes: list[str], gpu_minutes: int, timeout_s: float) -> dict[str, An
                     ),
                     outcome=outcome(best),
                     search=task.search or {},
+                    turned_away=[
+                        f"{it.family or 'candidate'} {it.verdict}: {it.reason[:300]}"
+                        for it in task.iterations.exclude(verdict__in=KEPT_OR_BASELINE)
+                    ],
                 )
             )
         )
