@@ -2,9 +2,10 @@
 
     python -m benchmarks.screen_probe 2048x6144x4096 --deadline 150 [--out F]
 
-Screens the matmul starting pool at one bf16 NN shape, as the agent's first rounds do: every
-point submitted at once (compile children on every core less two), a first screen once the
-Triton points have compiled, then later ones for what finishes after (the CUTLASS builds). It
+Screens the matmul starting pool and each family's default point at one bf16 NN shape, as the
+agent's first rounds do: every point submitted at once (compile children on every core less
+two), a first screen once the Triton points have compiled, then later ones for what finishes
+after (the CUDA C++ builds). It
 keeps each screening child's progress lines (the stage each candidate reached, with wall-clock
 times) and counts the trusted Triton cache's files before and after each screen: files that
 appear during a screen were compiled by the screening child, not ahead.
@@ -38,12 +39,16 @@ def main(argv: list[str] | None = None) -> int:
     problem = kernels.parse_problem("matmul", args.shape, "bf16", "NN")
     op = kernels.get_op("matmul")
     families = {f.name: f for f in op.families()}
+    # The starting pool, then each family's default point (the agent's planner also proposes
+    # those: the CUDA WMMA family among them, which the pool leaves out).
+    chosen = [(families[n] if n else op.families()[0], p) for n, p in pool_for("matmul", problem)]
+    chosen += [(family, {}) for family in op.families()]
     points = []
-    for name, partial in pool_for("matmul", problem):
-        family = families[name] if name else op.families()[0]
+    for family, partial in chosen:
         params = {**family.default(problem), **partial}
-        if family.check(problem, params) is None:
-            points.append((family.backend, screen_mod.ScreenPoint(family.name, params)))
+        point = screen_mod.ScreenPoint(family.name, params)
+        if family.check(problem, params) is None and point not in [q for _, q in points]:
+            points.append((family.backend, point))
 
     progress: list[str] = []
     remove = screen_mod.shutil.rmtree
@@ -93,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                         "verdict": e.verdict.value,
                         "speedup": e.speedup,
                         "compile_s": round(e.compile_s, 1),
-                        "detail": e.detail[:300],
+                        "detail": e.detail[-300:],
                     }
                     for e in result.entries
                 ],
