@@ -79,8 +79,9 @@ def measure(problem, n: int, ahead: bool, timeout_s: float) -> list[dict[str, An
         ev = harness.evaluate(candidate, problem, config=settings)
         row["total_s"] = round(time.monotonic() - t0, 2)
         row["verdict"] = ev.verdict.value
-        row["error"] = (ev.error or "")[:300]
-        row["speedups"] = {k: round(v, 4) for k, v in ev.timings.speedups.items()}
+        row["error"] = (ev.error or "")[-1500:]  # the end of a traceback says what failed
+        timings = ev.timings  # none when it failed before the timing stage
+        row["speedups"] = {k: round(v, 4) for k, v in timings.speedups.items()} if timings else {}
         row["phase_wall_s"] = ev.checks.get("phase_wall_s", {})
         row["judge_s"] = ev.checks.get("judge_s", {})
         memcheck = ev.checks.get("sanitizer", {}).get("memcheck", {})

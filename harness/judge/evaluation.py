@@ -39,7 +39,7 @@ from harness.compile_cache import trusted_dirs, trusted_env
 from harness.config import TIMING_PROTOCOL, EvalConfig
 from harness.judge import artifacts, recording, sanitizer, static_scan, trust
 from harness.judge.baselines import applicable
-from harness.judge.cases import case_problems
+from harness.judge.cases import case_problems, timed_problem
 from harness.ops import resolve_op
 from harness.results import (
     Backend,
@@ -254,7 +254,7 @@ def record_problems(op, problem: Problem, config: EvalConfig, gpu: bool) -> list
     shapes = case_problems(
         op, problem, quick=bool(config.quick), interpreter=not gpu, dtypes=config.dtypes
     )
-    shapes.append(problem)
+    shapes.append(timed_problem(problem, interpreter=not gpu))
     if config.sanitize:
         shapes += sanitizer.shapes(op, problem)
     return list(dict.fromkeys(shapes))

@@ -77,10 +77,11 @@ def judge(job: dict) -> dict[str, Any]:
         subject.close()
         return result  # a dead CUDA context or an unusable plan: nothing more can run
     timed = None
+    timed_at = cases_mod.timed_problem(problem, interpreter=job["interpreter"])
     if job.get("time") and not error and _smoke_written(outputs, op, cases):
         t0 = time.perf_counter()
         try:
-            timed = _time(subject, op, problem, job)
+            timed = _time(subject, op, timed_at, job)
             result["phase_s"].update(timed.pop("phase_s"))
         except CandidateFailure as failure:
             result["error"] = {"case": "timing", "kind": failure.kind, "detail": failure.detail}
@@ -96,7 +97,7 @@ def judge(job: dict) -> dict[str, Any]:
     if timed is not None:
         spots = timed.pop("spots")
         result["timing"] = timed
-        result["recheck"] = oracle.recheck_spots(op, problem, spots, device)
+        result["recheck"] = oracle.recheck_spots(op, timed_at, spots, device)
     result["phase_s"]["check"] = round(time.perf_counter() - t0, 3)
     return result
 

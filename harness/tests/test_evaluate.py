@@ -92,3 +92,14 @@ def test_it_reports_a_cuda_build_that_fails_in_prepare_as_a_compile_error():
     ev = run_fixture("exploit_lazy_build")
     assert ev.verdict is Verdict.COMPILE_ERROR, (ev.verdict, ev.error)
     assert not ev.compile.ok and ev.compile.log
+
+
+@needs_interpreter
+def test_under_the_interpreter_a_model_sized_problem_is_timed_at_its_small_workload():
+    # Timed at its own size, one interpreted call of this decode GEMM takes minutes: the judge
+    # was killed at its limit and every CPU job on such a shape ended in an infrastructure
+    # error (2026-11-28). Interpreter timings are never ranked; they time the cases' workload.
+    problem = kernels.parse_problem("matmul", "8x28672x4096", "bf16", "NN")
+    ev = run_fixture("honest_triton_matmul", problem, time_candidate=True, device="cpu")
+    assert ev.verdict is Verdict.PASSED, ev.error
+    assert ev.timings.regime is Regime.INTERPRETER and "torch" in ev.timings.speedups
