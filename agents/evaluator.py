@@ -24,9 +24,10 @@ from kernels.problem import Problem
 # 2048x6144x4096 bf16 takes 18-29 s on an H200 since 2026-11-28 (median 21.5 s, from 36 s:
 # results/verify_cost_h200_*.json; an H100's took 47-56 s before, under compile load:
 # side_stream_compile_load_h100.json), Llama-3's decode SwiGLU 24-33 s; the CPU interpreter's
-# 6-14 s at 256^3 fp16 (verify_cost_cpu_256.json). The quick one took 17-31 s on an H200. Too much kept back ends a short task before its second screen round: the likely reason
-# why issue 26's first try saw 120-s tasks stop on wall time at ~33 s with nothing kept, when
-# 54 s of each was kept back.
+# 6-14 s at 256^3 fp16 (verify_cost_cpu_256.json). The quick one took 17-31 s on an H200.
+# Too much kept back ends a short task before its second screen round: the likely reason why
+# issue 26's first try saw 120-s tasks stop on wall time at ~33 s with nothing kept, when 54 s
+# of each was kept back.
 VERIFY_ESTIMATE_S = {"full": 35.0, "quick": 30.0}
 
 

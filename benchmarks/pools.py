@@ -10,8 +10,10 @@ still validated by the family's check() before it is rendered (benchmarks/run.py
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from kernels import get_op
-from kernels.problem import Problem
+from kernels.problem import Family, Op, Problem
 
 
 def pool_for(
@@ -21,3 +23,27 @@ def pool_for(
     only the first `limit` (the starting points are best first): a bounded search."""
     points: list[tuple[str | None, dict]] = list(get_op(op_name).starting_points(problem))
     return (points or [(None, {})])[:limit]  # defaults only (attention, swiglu, ...)
+
+
+def family_of(op: Op, name: str | None) -> Family:
+    """The op's family of that name (None: its first)."""
+    families = op.families()
+    return families[0] if name is None else next(f for f in families if f.name == name)
+
+
+def valid_points(
+    problem: Problem, points: Iterable[tuple[str | None, dict]]
+) -> list[tuple[Family, dict]]:
+    """Each (family name, partial params) pair completed with the family's defaults, kept once
+    and only where the family's check() accepts the problem."""
+    op = get_op(problem.op)
+    out: list[tuple[Family, dict]] = []
+    seen = set()
+    for name, partial in points:
+        family = family_of(op, name)
+        params = {**family.default(problem), **partial}
+        key = (family.name, tuple(sorted(params.items(), key=str)))
+        if key not in seen and family.check(problem, params) is None:
+            seen.add(key)
+            out.append((family, params))
+    return out

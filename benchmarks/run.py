@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.pools import pool_for
+from benchmarks.pools import family_of, pool_for, valid_points
 from benchmarks.verdict import Verdict, decide, no_kernel
 from harness.compare import as_far_as_the_vendor
 from harness.results import Regime
@@ -57,13 +57,6 @@ class Outcome:
     error: str = ""
 
 
-def _family(op, name: str | None):
-    families = op.families()
-    if name is None:
-        return families[0]
-    return next(f for f in families if f.name == name)
-
-
 def search(
     entry: NamedProblem,
     inputs,
@@ -83,14 +76,7 @@ def search(
     else:
         points = pool_for(problem.op, problem, max_points)
     tried: list[Tried] = []
-    seen = set()
-    for family_name, partial in points:
-        family = _family(op, family_name)
-        params = {**family.default(problem), **partial}
-        key = (family.name, tuple(sorted(params.items())))
-        if key in seen or family.check(problem, params) is not None:
-            continue
-        seen.add(key)
+    for family, params in valid_points(problem, points):
         t = Tried(family.name, params)
         tried.append(t)
         try:
@@ -148,7 +134,7 @@ def gate(entry: NamedProblem, family_name: str, params: dict) -> list[str]:
     adversarial inputs and every seed of GATE_SEEDS. Empty when it passed every stage."""
     problem = entry.problem
     op = get_op(problem.op)
-    family = _family(op, family_name)
+    family = family_of(op, family_name)
     failures = []
     for p in op.sweep(problem):
         source = family.render(p, params)
@@ -191,7 +177,7 @@ def bench_one(
         return outcome
     # Re-time the finalists against each other with more samples (harness protocol).
     modules = {
-        f"{i}": load_module(_family(op, t.family).render(problem, t.params))
+        f"{i}": load_module(family_of(op, t.family).render(problem, t.params))
         for i, t in enumerate(finalists)
     }
     order = list(modules)
@@ -287,7 +273,7 @@ def _compile_task(task) -> str:
     try:
         problem = Problem.from_dict(problem_dict)
         op = get_op(problem.op)
-        module = load_module(_family(op, family_name).render(problem, params))
+        module = load_module(family_of(op, family_name).render(problem, params))
         inputs = op.make_inputs(problem, seed=0, device="cuda")
         spec = op.output_spec(problem)
         module.run(*inputs, out=torch.empty(spec.shape, dtype=spec.dtype, device="cuda"))
@@ -310,7 +296,7 @@ def precompile(entries: list[NamedProblem], workers: int, max_points: int | None
     for entry in entries:
         op = get_op(entry.problem.op)
         for family_name, partial in pool_for(entry.problem.op, entry.problem, max_points):
-            family = _family(op, family_name)
+            family = family_of(op, family_name)
             for p in [entry.problem, *op.sweep(entry.problem)]:
                 params = {**family.default(entry.problem), **partial}
                 if family.check(p, params) is not None:

@@ -32,23 +32,19 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("KF_CACHE_DIR", tempfile.mkdtemp(prefix="kf-screen-probe-"))
 
     import kernels
-    from benchmarks.pools import pool_for
+    from benchmarks.pools import pool_for, valid_points
     from harness import screen as screen_mod
     from harness.compile_cache import trusted_triton_dir
 
     problem = kernels.parse_problem("matmul", args.shape, "bf16", "NN")
     op = kernels.get_op("matmul")
-    families = {f.name: f for f in op.families()}
     # The starting pool, then each family's default point (the agent's planner also proposes
     # those: the CUDA WMMA family among them, which the pool leaves out).
-    chosen = [(families[n] if n else op.families()[0], p) for n, p in pool_for("matmul", problem)]
-    chosen += [(family, {}) for family in op.families()]
-    points = []
-    for family, partial in chosen:
-        params = {**family.default(problem), **partial}
-        point = screen_mod.ScreenPoint(family.name, params)
-        if family.check(problem, params) is None and point not in [q for _, q in points]:
-            points.append((family.backend, point))
+    chosen = [*pool_for("matmul", problem), *((f.name, {}) for f in op.families())]
+    points = [
+        (family.backend, screen_mod.ScreenPoint(family.name, params))
+        for family, params in valid_points(problem, chosen)
+    ]
 
     progress: list[str] = []
     remove = screen_mod.shutil.rmtree

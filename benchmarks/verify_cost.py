@@ -6,8 +6,9 @@ compute-sanitizer's memcheck. This runs the agent's own full-protocol settings
 (agents.evaluator.HarnessEvaluator) on the first `--n` renders of the op's starting pool for
 the problem, one after another, each as an agent run would: optionally compiled ahead at every
 shape of the protocol first (`--ahead`, what prefetch_final does during the screen: all of them
-at once, before the first is evaluated), then evaluated. Per candidate it keeps the evaluate() call's wall time, its verdict, each child's
-wall time (`phase_wall_s`) and the judge's own phases (`judge_s`); the summary has medians.
+at once, before the first is evaluated), then evaluated. Per candidate it keeps the evaluate()
+call's wall time, its verdict, each child's wall time (`phase_wall_s`) and the judge's own
+phases (`judge_s`); the summary has medians.
 
     python -m benchmarks.verify_cost --op matmul --shape 2048x6144x4096 --dtype bf16 --n 4 \
         --ahead --out benchmarks/results/verify_cost_h100.json
@@ -27,28 +28,19 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.model_job import _versions
-from benchmarks.pools import pool_for
+from benchmarks.pools import pool_for, valid_points
 
 
 def renders(problem, n: int) -> list:
     """The first n starting points that the family accepts, rendered as our candidates."""
-    import kernels
     from harness import Backend, Candidate
 
-    op = kernels.get_op(problem.op)
-    families = {f.name: f for f in op.families()}
-    out = []
-    for name, partial in pool_for(problem.op, problem):
-        family = families[name] if name else op.families()[0]
-        params = {**family.default(problem), **partial}
-        if family.check(problem, params) is not None:
-            continue
-        source = family.render(problem, params)
-        backend = Backend.of_family(family.backend)
-        out.append(Candidate.of_render(source, backend, family.name, params))
-        if len(out) == n:
-            break
-    return out
+    return [
+        Candidate.of_render(
+            family.render(problem, params), Backend.of_family(family.backend), family.name, params
+        )
+        for family, params in valid_points(problem, pool_for(problem.op, problem))[:n]
+    ]
 
 
 def measure(problem, n: int, ahead: bool, timeout_s: float) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ No key, seed, reference or clock ever exists in a process where candidate host c
 from __future__ import annotations
 
 import secrets
+import sys
 import time
 from typing import Any
 
@@ -341,8 +342,6 @@ def _inductor_cache_counts() -> dict[str, int]:
     """Whether the compile baseline came from Inductor's caches (graph, autotuning) or was
     built again: what its build time depends on. Nothing without that baseline: importing
     Dynamo only to read its counters would take seconds."""
-    import sys
-
     if "torch._dynamo.utils" not in sys.modules:
         return {}
     from torch._dynamo.utils import counters
