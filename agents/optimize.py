@@ -186,7 +186,6 @@ def _initial(problem: Problem) -> OptimizeState:
         rounds_without_gain=0,
         planner_steps=0,
         verify_seconds=[],
-        screen_rounds=[],
         stats=SearchStats().to_dict(),
         stop_reason=None,
         outcome=None,

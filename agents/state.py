@@ -112,7 +112,6 @@ class Plan(TypedDict):
     rewrite: str  # the code-level change requested from the LLM coder
     llm_tokens: int
     llm_cost_usd: float
-    started_s: float  # the run's elapsed time when planning began (a round's length counts it)
 
 
 class OptimizeState(TypedDict, total=False):
@@ -135,7 +134,6 @@ class OptimizeState(TypedDict, total=False):
     rounds_without_gain: int  # screen rounds and attempts in a row that brought no new best
     planner_steps: int
     verify_seconds: list[float]  # recent full-protocol durations: the final reserve's estimate
-    screen_rounds: list[list[float]]  # recent screen rounds' [wall, GPU] seconds
     stats: dict[str, Any]  # reporting.SearchStats.to_dict()
     stop_reason: str | None
     outcome: dict[str, Any] | None  # tiers.Outcome.to_dict(), set by the finish node

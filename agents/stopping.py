@@ -5,8 +5,9 @@ Wall time, GPU seconds, tokens and cost cap the whole run, the last verification
 * `reserve` is kept back from the start: one full verification (measured in this run, else
   the evaluator's estimate); the finish margin (summary, closing children, exit) comes off
   the wall cap before anything else.
-* the search (screen rounds, verifications of finalists, checks, profiles) may start a step
-  only while the time left beyond the reserve covers that step's typical length.
+* the search may start a step only while the time left beyond the reserve covers it: a
+  verification of a finalist its estimate, a profile its length, a screen round its child's
+  start-up (a round is cut to the time left, so the last one is short rather than skipped).
 * when it does not, the search stops; the finish node verifies the best challenger within
   the reserve (`final_timeout`) and the run ends with its result.
 * every harness call gets a timeout no later than the run's end less the finish margin, and
@@ -66,13 +67,14 @@ def search_left(state: OptimizeState, ctx: RunContext) -> float:
     return left_s(state, ctx) - reserve(state, ctx)
 
 
-def typical_screen_s(state: OptimizeState) -> tuple[float, float]:
-    """A screen round's usual (wall, GPU) seconds: planning and compile waits take wall time
-    that is not the GPU's."""
-    recent = state.get("screen_rounds", [])[-8:]
-    if not recent:
-        return 0.0, 0.0
-    return statistics.median(r[0] for r in recent), statistics.median(r[1] for r in recent)
+def screen_round_s(ctx: RunContext) -> float:
+    """The least time, beyond the reserve, in which a screen round is begun: its screening
+    child's start-up (the evaluator's `screen_min_s`). The round is cut to the time left
+    (screen_timeout), so the last one is shorter than usual rather than not begun. Stopping
+    once a usual round (compile waits included) no longer fitted ended 120-s tasks after 60-94
+    s, the rest unused and the workers' task lengths uneven (issue 26:
+    results/worker_scaling_h200x2_fixed.json)."""
+    return float(getattr(ctx.evaluator, "screen_min_s", 0.0))
 
 
 def stop_reason(
@@ -114,6 +116,12 @@ def stop_reason(
 def step_timeout(state: OptimizeState, ctx: RunContext) -> float:
     """The timeout of one search step's harness call: it must leave the reserve untouched."""
     return max(1.0, min(ctx.config.eval_timeout_s, search_left(state, ctx)))
+
+
+def screen_timeout(state: OptimizeState, ctx: RunContext) -> float:
+    """A screen round's timeout: the time left beyond the reserve, with no floor (the round
+    was begun only with screen_round_s of it left)."""
+    return min(ctx.config.eval_timeout_s, search_left(state, ctx))
 
 
 def final_timeout(state: OptimizeState, ctx: RunContext) -> float:

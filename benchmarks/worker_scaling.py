@@ -133,9 +133,28 @@ def timing_drift(base: Run, other: Run) -> dict[str, float]:
     }
 
 
+def balance(run: Run) -> dict[str, Any]:
+    """Where a ratio below the GPU count goes: `task_s`, the tasks' summed length (grows when
+    workers slow each other down), and `idle_at_end_s`, each worker's wait from its last task
+    to the job's end (uneven task lengths: one worker runs the last task alone)."""
+    done = [t for t in run.tasks if t.started is not None and t.finished is not None]
+    last: dict[str, float] = {}
+    for t in done:
+        last[t.worker] = max(last.get(t.worker, 0.0), t.finished or 0.0)
+    return {
+        "task_s": round(sum((t.finished or 0.0) - (t.started or 0.0) for t in done), 1),
+        "idle_at_end_s": {
+            w: round(run.wall_s - end, 1) for w, end in sorted(last.items()) if run.wall_s
+        },
+    }
+
+
 def summary(runs: list[Run]) -> dict[str, Any]:
     base = runs[0]
-    out: dict[str, Any] = {"overlaps": {r.gpus: overlapping(r.tasks) for r in runs}}
+    out: dict[str, Any] = {
+        "overlaps": {r.gpus: overlapping(r.tasks) for r in runs},
+        "balance": {r.gpus: balance(r) for r in runs},
+    }
     for r in runs[1:]:
         if base.wall_s and r.wall_s:
             out[f"throughput_{r.gpus}_vs_{base.gpus}"] = base.wall_s / r.wall_s

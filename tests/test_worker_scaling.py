@@ -47,6 +47,11 @@ def test_the_summary_gives_throughput_and_the_timing_drift_against_one_worker():
     assert result["throughput_0,1_vs_0"] == pytest.approx(100 / 52)
     assert result["torch_time_drift_0,1"]["per_problem"] == pytest.approx({"a": 1.01, "b": 0.99})
     assert result["overlaps"] == {"0": [], "0,1": []}
+    # The second worker ended 2 s before the job: uneven lengths, not slower tasks.
+    assert result["balance"] == {
+        "0": {"task_s": 100.0, "idle_at_end_s": {"gpu0@h": 0.0}},
+        "0,1": {"task_s": 102.0, "idle_at_end_s": {"gpu0@h": 2.0, "gpu1@h": 0.0}},
+    }
 
 
 def test_each_run_starts_from_the_machine_facts_only(tmp_path):

@@ -102,7 +102,7 @@ def judge(
     ):
         update["to_profile"] = attempt.index
     after: OptimizeState = {**state, **update}  # type: ignore[typeddict-item]
-    step = stopping.verify_estimate(after, ctx) if pending else stopping.typical_screen_s(after)
+    step = stopping.verify_estimate(after, ctx) if pending else stopping.screen_round_s(ctx)
     reason = stopping.stop_reason(after, ctx, step_s=step)
     if reason is not None:
         update["stop_reason"] = reason.value

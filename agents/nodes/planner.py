@@ -41,7 +41,6 @@ def planner(
     state: OptimizeState, runtime: Runtime[RunContext]
 ) -> Command[Literal["screen", "coder", "finish"]]:
     ctx = runtime.context
-    started = ctx.elapsed()
     if ctx.reporter.cancel_requested():  # checked again here: an LLM plan can take a while
         return _stop(state, ctx, StopReason.CANCELLED)
     notes: list[str] = []
@@ -74,7 +73,7 @@ def planner(
     if plan is None:
         update["stop_reason"] = StopReason.EXHAUSTED.value
         return Command(goto="finish", update=update)
-    update["plan"] = {**plan, "started_s": started}
+    update["plan"] = plan
     return Command(goto="coder" if plan["move"] == "rewrite" else "screen", update=update)
 
 
@@ -91,7 +90,6 @@ def offline_plan(state: OptimizeState, ctx: RunContext) -> Plan | None:
             rewrite=f"{diagnosis.advice}. Keep the output identical; change only how it is computed.",
             llm_tokens=0,
             llm_cost_usd=0.0,
-            started_s=0.0,
         )
     rng = random.Random(f"{ctx.config.seed}:{_planner_steps(state)}")
     queued = state.get("queued", [])
@@ -196,7 +194,6 @@ def offline_plan(state: OptimizeState, ctx: RunContext) -> Plan | None:
         rewrite="",
         llm_tokens=0,
         llm_cost_usd=0.0,
-        started_s=0.0,
     )
 
 
@@ -285,7 +282,6 @@ def parse_plan(text: str, ctx: RunContext, seen: set[str], *, can_rewrite: bool)
             rewrite=request,
             llm_tokens=0,
             llm_cost_usd=0.0,
-            started_s=0.0,
         )
     if move != "params":
         raise ValueError("'move' must be 'params' or 'rewrite'")
@@ -321,7 +317,6 @@ def parse_plan(text: str, ctx: RunContext, seen: set[str], *, can_rewrite: bool)
         rewrite="",
         llm_tokens=0,
         llm_cost_usd=0.0,
-        started_s=0.0,
     )
 
 

@@ -57,7 +57,7 @@ def profiler(
             elapsed_s=ctx.elapsed(),
         )
     after: OptimizeState = {**state, **update}  # type: ignore[typeddict-item]
-    reason = stopping.stop_reason(after, ctx, step_s=stopping.typical_screen_s(after))
+    reason = stopping.stop_reason(after, ctx, step_s=stopping.screen_round_s(ctx))
     if reason is not None:
         update["stop_reason"] = reason.value
         return Command(goto="finish", update=update)

@@ -45,11 +45,7 @@ def screen(
         ),
     ]
     update: dict[str, Any] = {"plan": None}
-    # A round shorter than the screen's start-up (a child, its references) screens nothing.
-    least = float(getattr(ctx.evaluator, "screen_min_s", 0.0))
-    wall, gpu = stopping.typical_screen_s(state)
-    step = (max(wall, least), max(gpu, least))
-    reason = stopping.stop_reason(state, ctx, step_s=step if state.get("screen_rounds") else 0.0)
+    reason = stopping.stop_reason(state, ctx, step_s=stopping.screen_round_s(ctx))
     if reason is not None:
         update.update(stop_reason=reason.value, queued=queued, elapsed_s=ctx.elapsed())
         return Command(goto="finish", update=update)
@@ -59,7 +55,7 @@ def screen(
     result = ctx.evaluator.screen(
         _points(state, new, ctx),
         ctx.problem,
-        timeout_s=min(ROUND_S, stopping.step_timeout(state, ctx)),
+        timeout_s=min(ROUND_S, stopping.screen_timeout(state, ctx)),
         run_left_s=left if math.isfinite(left) else 86400.0,
         min_ready=min(len(queued), max(MIN_READY, ctx.config.screen_batch // 3)),
     )
@@ -92,11 +88,6 @@ def screen(
         screened=screened,
         queued=[q for q in queued if ScreenPoint(q["family"], q["params"]).key not in screened],
         gpu_s=state.get("gpu_s", 0.0) + result.gpu_s,
-        # A round's length: planning it, compile waits and screening (the next one's estimate).
-        screen_rounds=[
-            *state.get("screen_rounds", []),
-            [ctx.elapsed() - plan["started_s"], result.gpu_s],
-        ][-16:],
         stats={**stats, "time_s": {**stats["time_s"], "wall": round(ctx.elapsed(), 2)}},
         elapsed_s=ctx.elapsed(),
     )
@@ -132,7 +123,7 @@ def screen(
         return Command(goto="judge", update={**update, "pending": pending})
     update["rounds_without_gain"] = state.get("rounds_without_gain", 0) + (1 if ranked else 0)
     after = {**state, **update}  # type: ignore[typeddict-item]
-    reason = stopping.stop_reason(after, ctx, step_s=stopping.typical_screen_s(after))
+    reason = stopping.stop_reason(after, ctx, step_s=stopping.screen_round_s(ctx))
     if reason is not None:
         update["stop_reason"] = reason.value
         return Command(goto="finish", update=update)

@@ -47,7 +47,9 @@ class FakeEvaluator:
 
     The screen ranks with `screen_score` (default: `score`), so a test can make the screen
     disagree with the full protocol. Harness time is simulated: `screen_s` per screened point,
-    `verify_s` per evaluation (both counted, never slept), which the GPU-seconds cap sees."""
+    `verify_s` per evaluation (both counted, never slept), which the GPU-seconds cap sees. Like
+    harness.screen.Screener, a round screens only what fits in its timeout; the rest waits for
+    the next round."""
 
     def __init__(
         self,
@@ -68,6 +70,7 @@ class FakeEvaluator:
         self.crash_at_call = crash_at_call
         self.bottleneck = bottleneck
         self.screen_s = screen_s
+        self.screen_min_s = screen_s  # a round is begun when one point fits
         self.verify_s = verify_s
         self.calls: list[str] = []  # every evaluate() (quick checks and full verifications)
         self.profiled: list[str] = []
@@ -78,6 +81,7 @@ class FakeEvaluator:
         self.screened: list[str] = []  # candidate ids the screen ranked
         self.screened_verdicts: list[Verdict] = []  # their screen verdicts
         self.timeouts: list[float] = []  # timeout_s of every evaluate()
+        self.waiting: list[ScreenPoint] = []  # handed to the screen, not screened yet
 
     def screen(
         self,
@@ -88,9 +92,11 @@ class FakeEvaluator:
         run_left_s: float,
         min_ready: int,
     ) -> ScreenResult:
-        entries = []
+        entries: list[ScreenEntry] = []
         self.points.extend(points)
-        for point in points:
+        self.waiting.extend(points)
+        while self.waiting and (len(entries) + 1) * self.screen_s <= timeout_s:
+            point = self.waiting.pop(0)
             try:
                 family, source = render(problem, point)
             except ValueError as exc:
@@ -120,6 +126,7 @@ class FakeEvaluator:
             entries,
             gpu_s=self.screen_s * len(entries),
             wall_s=self.screen_s * len(entries),
+            pending=len(self.waiting),
         )
 
     def verify_estimate_s(self, *, full: bool) -> float:

@@ -115,6 +115,22 @@ def test_the_budget_rule_keeps_back_the_last_verification_and_uses_it():
     assert reporter.searches[-1].outcome == result.outcome
 
 
+def test_the_search_uses_its_budget_its_last_round_cut_short_rather_than_skipped():
+    # A round of 16 points takes 8 s of GPU, a verification 10 s (12 s kept back for it). The
+    # search used to stop once a whole usual round no longer fitted, leaving up to a round
+    # unused: 120-s tasks ended after 60-94 s (issue 26). Now a last, shorter round screens
+    # what fits, and the run ends with at most the screen's least round and the reserve's
+    # slack unused.
+    evaluator = FakeEvaluator(spread_score, screen_s=0.5, verify_s=10.0)
+    budget = Budget(wall_s=None, gpu_s=40.0)
+    result = optimize(
+        PROBLEM, config(evaluator, budget=budget, finalists=1, screen_batch=16), ListReporter()
+    )
+    assert result.stop_reason == "gpu_time"
+    unused = 40.0 - result.gpu_s
+    assert 0.0 <= unused <= 1.0 + 0.2 * 10.0, f"{unused:.1f} s of 40 unused"
+
+
 def test_a_budget_too_short_for_a_verification_ends_with_the_baseline_and_why():
     evaluator, reporter = FakeEvaluator(block_m_score, verify_s=60.0), ListReporter()
     result = optimize(PROBLEM, config(evaluator, budget=Budget(wall_s=None, gpu_s=30.0)), reporter)
