@@ -199,11 +199,11 @@ def _warm_up(result_fd: int, spawn: SpawnSettings) -> str:
         from harness import phases  # noqa: F401, PLC0415
 
         if spawn.cuda and not spawn.untrusted:
-            # The judge builds the torch.compile baseline, and importing Inductor takes
-            # seconds of every full verification. Inductor reads its cache folder from the
-            # environment when it compiles, which the claim sets.
+            # The judge builds the torch.compile baseline, and importing Dynamo takes seconds
+            # of every full verification. Not torch._inductor.compile_fx: on the GPU image
+            # (torch 2.11) its import starts CUDA and the driver's thread, and such a spare
+            # was never used ("2 threads after import", H200, 2026-11-28).
             import torch._dynamo  # noqa: F401, PLC0415
-            import torch._inductor.compile_fx  # noqa: F401, PLC0415
     except Exception as exc:  # noqa: BLE001  (a fresh child will report it properly)
         return f"import failed: {exc!r}"
     if landlock.abi() < 1:
