@@ -45,7 +45,9 @@ def screen(
         ),
     ]
     update: dict[str, Any] = {"plan": None}
-    reason = stopping.stop_reason(state, ctx, step_s=stopping.screen_round_s(ctx))
+    # The first round is begun in whatever time is left: without it there is nothing to verify.
+    first = not state.get("screened")
+    reason = stopping.stop_reason(state, ctx, step_s=0.0 if first else stopping.screen_round_s(ctx))
     if reason is not None:
         update.update(stop_reason=reason.value, queued=queued, elapsed_s=ctx.elapsed())
         return Command(goto="finish", update=update)

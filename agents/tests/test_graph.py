@@ -131,6 +131,19 @@ def test_the_search_uses_its_budget_its_last_round_cut_short_rather_than_skipped
     assert 0.0 <= unused <= 1.0 + 0.2 * 10.0, f"{unused:.1f} s of 40 unused"
 
 
+def test_the_first_round_is_begun_in_whatever_time_is_left_later_ones_need_a_start_up():
+    # 9 s beyond the reserve, a screening child's start-up said to be 20 s: the first round
+    # still screens what fits (else there is nothing to verify), no second one is begun.
+    evaluator = FakeEvaluator(spread_score, screen_s=0.5, verify_s=5.0)
+    evaluator.screen_min_s = 20.0
+    budget = Budget(wall_s=None, gpu_s=15.0)
+    result = optimize(
+        PROBLEM, config(evaluator, budget=budget, finalists=1, screen_batch=16), ListReporter()
+    )
+    assert 0 < len(evaluator.screened) <= 18  # 9 s at 0.5 s a point
+    assert len(evaluator.verified) == 1 and result.gpu_s <= 15.0
+
+
 def test_a_budget_too_short_for_a_verification_ends_with_the_baseline_and_why():
     evaluator, reporter = FakeEvaluator(block_m_score, verify_s=60.0), ListReporter()
     result = optimize(PROBLEM, config(evaluator, budget=Budget(wall_s=None, gpu_s=30.0)), reporter)
