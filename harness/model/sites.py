@@ -49,6 +49,7 @@ from harness.model.classify import (
     validated,
 )
 from kernels.ops.matmul.op import TF32, is_tf32
+from kernels.ops.qkv_rotary.op import BIAS
 from kernels.problem import Problem
 
 LINEAR = {torch._C._nn.linear, F.linear}
@@ -221,8 +222,8 @@ def _qkv_call(q_shape, k_shape, v_shape):
     hq = math.prod(q_shape[2:])
     hk = math.prod(k_shape[2:])
 
-    def call(op, x, w_q, w_k, w_v, cos, sin):
-        out = op([_rows(x), w_q, w_k, w_v, cos, sin])
+    def call(op, x, w_q, w_k, w_v, cos, sin, *biases):  # biases: the "+bias" layout's
+        out = op([_rows(x), w_q, w_k, w_v, cos, sin, *biases])
         q = out[:, :hq].view(q_shape)
         k = out[:, hq : hq + hk].view(k_shape)
         v = out[:, hq + hk :].view(v_shape)
@@ -503,9 +504,10 @@ def _module_sites(g: _Graph, regions: list[_Region]) -> list[Site]:
 def _qkv_sites(g: _Graph, linears, regions: list[_Region]) -> list[Site]:
     rotary_by_input = {r.x: r for r in regions if r.op == "rotary" and r.problem is not None}
     by_x: dict[fx.Node, list] = {}
+    bias_of: dict[fx.Node, fx.Node | None] = {}
     for node, x, bias, problem in linears:
-        if bias is None:
-            by_x.setdefault(x, []).append((node, problem))
+        by_x.setdefault(x, []).append((node, problem))
+        bias_of[node] = bias
     sites = []
     for x, group in by_x.items():
         # (linear, view, its shape, region, problem): rotated; (linear, view, shape, problem): not
@@ -531,6 +533,12 @@ def _qkv_sites(g: _Graph, linears, regions: list[_Region]) -> list[Site]:
         if len(vs) != 1 or k_view_shape[-1] != d or d % 2:
             continue
         v_lin, _v_view, _v_shape, pv = vs[0]
+        # Biased q/k/v projections (Qwen2) take the op's "+bias" layout; all three or none.
+        biases = [bias_of[lin] for lin in (q_lin, k_lin, v_lin)]
+        if any(b is None for b in biases) and any(b is not None for b in biases):
+            continue
+        biased = biases[0] is not None
+        bias_inputs = tuple(biases) if biased else ()
         # A rotary region has cos and sin buffers (classify.problem_for_module).
         q_mod, k_mod = q_rot.module, k_rot.module
         same_tables = q_mod is k_mod or (
@@ -542,7 +550,9 @@ def _qkv_sites(g: _Graph, linears, regions: list[_Region]) -> list[Site]:
         if not same_tables or m % seq:
             continue
         tables = _rotary_tables(g, q_rot, m // seq)
-        problem, _ = validated("qkv_rotary", (m, n_q // d, pk.shape[1] // d, d, k), pq.dtype)
+        problem, _ = validated(
+            "qkv_rotary", (m, n_q // d, pk.shape[1] // d, d, k), pq.dtype, BIAS if biased else ""
+        )
         if tables is None or problem is None:
             continue
         q_shape, k_shape = g.shape(q_rot.out), g.shape(k_rot.out)
@@ -554,7 +564,7 @@ def _qkv_sites(g: _Graph, linears, regions: list[_Region]) -> list[Site]:
                 problem,
                 (_where(q_lin), _where(k_lin), _where(v_lin)),
                 (pq.key, pk.key, pv.key),
-                (x, q_lin.args[1], k_lin.args[1], v_lin.args[1], *tables),
+                (x, q_lin.args[1], k_lin.args[1], v_lin.args[1], *tables, *bias_inputs),
                 (q_rot.out, k_rot.out, v_lin),
                 frozenset({q_lin, k_lin, v_lin, q_view, k_view}) | q_rot.nodes | k_rot.nodes,
                 _qkv_call(q_shape, k_shape, g.shape(v_lin)),

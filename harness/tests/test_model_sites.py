@@ -64,6 +64,47 @@ def test_it_finds_the_fusions_of_the_decode_example():
     assert len(by_kind["matmul"]) == 14 and len(by_kind["module"]) == 9  # 5 norms, 4 rotary
 
 
+def _with_biases(model, names=("q_proj", "k_proj", "v_proj")):
+    """llama_decode with biased projections (Qwen2's q/k/v), same weights, large biases."""
+    torch.manual_seed(1)
+    for layer in model.layers:
+        for name in names:
+            old = getattr(layer.attn, name)
+            new = torch.nn.Linear(old.in_features, old.out_features, bias=True)
+            new = new.to(dtype=old.weight.dtype)
+            with torch.no_grad():
+                new.weight.copy_(old.weight)
+                new.bias.copy_(torch.randn(old.out_features))
+            setattr(layer.attn, name, new)
+    return model
+
+
+def test_biased_q_k_v_projections_are_one_qkv_rotary_site_with_their_biases():
+    model, inputs = _example("llama_decode")
+    model = _with_biases(model)
+    with torch.no_grad():
+        want = model(*inputs)
+    sites = _sites(model, inputs)
+    qkv, _ = [s for s in sites if s.kind == "qkv_rotary"]  # one a layer
+    assert qkv.key == "qkv_rotary/8x4x4x64x256/bf16/+bias"
+    assert qkv.covers == ("matmul/8x256x256/bf16/NT+bias",) * 3
+    ops = {s.key: _reference_op(s.problem) for s in sites if s.kind != "matmul"}
+    compile_options()
+    kernel_ops.hits.clear()
+    backend = Substituting(model, ops)
+    with torch.no_grad():
+        got = torch.compile(model, backend=backend, dynamic=False)(*inputs)
+    assert kernel_ops.hits[qkv.key] >= 1
+    rel = float((got.float() - want.float()).norm() / want.float().norm())
+    assert rel < 2e-2
+
+
+def test_q_and_k_biased_but_not_v_is_no_qkv_rotary_site():
+    model, inputs = _example("llama_decode")
+    model = _with_biases(model, names=("q_proj", "k_proj"))
+    assert not [s for s in _sites(model, inputs) if s.kind == "qkv_rotary"]
+
+
 def test_a_mask_that_is_not_causal_from_the_end_is_no_decode_attention_site():
     model, inputs = _example("llama_decode")
     for layer in model.layers:

@@ -114,3 +114,24 @@ def test_the_public_shape_set_is_valid():
     assert any(p.problem.op == "matmul" and p.problem.shape[0] == 1 for p in problems)
     for entry in problems:
         all_ops()[entry.problem.op].validate(entry.problem)
+
+
+def test_qkv_rotary_with_bias_adds_each_projections_bias_before_the_rotation():
+    # Qwen2's q/k/v projections have biases: layout "+bias" takes b_q, b_k, b_v after cos/sin.
+    op = all_ops()["qkv_rotary"]
+    problem = Problem("qkv_rotary", (5, 3, 1, 16, 40), "fp32", "+bias")
+    inputs = op.make_inputs(problem, seed=0, device="cpu")
+    assert [tuple(t.shape) for t in inputs] == [tuple(s) for s in op.input_shapes(problem)]
+    assert [tuple(t.shape) for t in inputs[6:]] == [(48,), (16,), (16,)]
+    for case in op.adversarial_inputs(problem, seed=0, device="cpu").values():
+        assert [tuple(t.shape) for t in case] == [tuple(t.shape) for t in inputs]
+    out = torch.empty(op.output_spec(problem).shape, dtype=torch.float32)
+    op.baseline(problem, *inputs, out=out)
+    ref = op.reference(problem, *inputs)
+    assert compare(out, ref, op.tolerance(problem)).passed
+    # Added after the rotation instead: q and k come out wrong, v (no rotation) the same.
+    x, wq, wk, wv, cos, sin, bq, bk, bv = inputs
+    plain = Problem("qkv_rotary", problem.shape, "fp32", "")
+    late = op.reference(plain, x, wq, wk, wv, cos, sin) + torch.cat([bq, bk, bv]).double()
+    assert not compare(late, ref, op.tolerance(problem)).passed
+    assert torch.allclose(late[:, 64:], ref[:, 64:])

@@ -55,9 +55,12 @@ def op_help() -> list[OpHelp]:
     for op in kernels.all_ops().values():
         bases = [x for x in op.layouts if "+" not in x]
         extras = sorted({x[len(x.split("+")[0]) :] for x in op.layouts if "+" in x}, key=len)
-        layouts = "—" if bases == [""] else ", ".join(x or "none" for x in bases)
-        if extras:
-            layouts += f" (each also with {', '.join(extras)})"
+        if bases == [""]:  # no base layout to name: the extras are the choices ("none, +bias")
+            layouts = ", ".join(["none", *extras]) if extras else "—"
+        else:
+            layouts = ", ".join(x or "none" for x in bases)
+            if extras:
+                layouts += f" (each also with {', '.join(extras)})"
         if op.layout_note():
             layouts += f" ({op.layout_note()})"
         rows.append(

@@ -8,6 +8,9 @@ out is (M, (H + 2*HKV) * D): q's heads, then k's, then v's, each head's D values
 so q, k and v are column slices of it. Rotary is the rotate-half (GPT-NeoX / Llama) form of
 kernels/ops/rotary: y[:D/2] = x1 cos - x2 sin, y[D/2:] = x2 cos + x1 sin per head.
 
+Layout "+bias": the three projections have biases b_q (H*D,), b_k and b_v (HKV*D,), added
+before the rotation, as nn.Linear(bias=True) does (Qwen2's q/k/v projections).
+
 Fused, x is read once for the three products, and q and k are rotated before they are first
 written, instead of written, read, rotated and written again.
 """
@@ -19,6 +22,12 @@ import math
 import torch
 
 from kernels.problem import Op, OutputSpec, ProblemError, Tolerance
+
+BIAS = "+bias"
+
+
+def has_bias(problem) -> bool:
+    return problem.layout == BIAS
 
 
 def rotate_half(y: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -33,6 +42,7 @@ class QkvRotaryOp(Op):
     name = "qkv_rotary"
     dims = ("M", "H", "HKV", "D", "K")
     dtypes = ("fp16", "bf16")
+    layouts = ("", BIAS)
     description = "q/k/v projections in one GEMM, rotary embedding of q and k in the epilogue"
 
     def validate(self, problem):
@@ -42,7 +52,8 @@ class QkvRotaryOp(Op):
 
     def input_shapes(self, problem):
         m, h, hkv, d, k = problem.shape
-        return [(m, k), (h * d, k), (hkv * d, k), (hkv * d, k), (m, d // 2), (m, d // 2)]
+        shapes = [(m, k), (h * d, k), (hkv * d, k), (hkv * d, k), (m, d // 2), (m, d // 2)]
+        return shapes + [(h * d,), (hkv * d,), (hkv * d,)] if has_bias(problem) else shapes
 
     def output_spec(self, problem):
         m, h, hkv, d, _ = problem.shape
@@ -59,7 +70,7 @@ class QkvRotaryOp(Op):
         pos = torch.arange(m, device=device, dtype=torch.float32)[:, None]
         freq = 10000.0 ** (-torch.arange(d // 2, device=device, dtype=torch.float32) * 2 / d)
         angle = pos * freq[None, :] + torch.rand((1, 1), generator=gen, device=device)
-        return (
+        inputs = (
             randn((m, k), 1.0),
             randn((h * d, k), k**-0.5),
             randn((hkv * d, k), k**-0.5),
@@ -67,9 +78,14 @@ class QkvRotaryOp(Op):
             angle.cos().to(dtype),
             angle.sin().to(dtype),
         )
+        if not has_bias(problem):
+            return inputs
+        # As large as the products (trained q/k biases are): a bias added after the rotation,
+        # or to the wrong head, does not hide under the tolerance.
+        return inputs + (randn((h * d,), 1.0), randn((hkv * d,), 1.0), randn((hkv * d,), 1.0))
 
     def adversarial_inputs(self, problem, *, seed, device):
-        x, wq, wk, wv, cos, sin = self.make_inputs(problem, seed=seed, device=device)
+        x, wq, wk, wv, cos, sin, *biases = self.make_inputs(problem, seed=seed, device=device)
         gen = torch.Generator(device=device).manual_seed(seed + 5)
 
         def ints(t):  # 0/1 entries: exact sums, any slip in which row feeds which head shows
@@ -79,25 +95,27 @@ class QkvRotaryOp(Op):
         # half is not hidden by symmetric inputs; cos = 0, sin = 1 is a pure swap of halves.
         swap = (torch.zeros_like(cos), torch.ones_like(sin))
         return {
-            "zero_one": (ints(x), ints(wq), ints(wk), ints(wv), cos, sin),
-            "swap_halves": (x, wq, wk, wv, *swap),
+            "zero_one": (ints(x), ints(wq), ints(wk), ints(wv), cos, sin, *map(ints, biases)),
+            "swap_halves": (x, wq, wk, wv, *swap, *biases),
         }
 
-    def reference(self, problem, x, w_q, w_k, w_v, cos, sin):
+    def reference(self, problem, x, w_q, w_k, w_v, cos, sin, *biases):
         m, h, hkv, d, _ = problem.shape
         x = x.double()
         cos, sin = cos.double(), sin.double()
-        q = rotate_half((x @ w_q.double().T).view(m, h, d), cos, sin)
-        k = rotate_half((x @ w_k.double().T).view(m, hkv, d), cos, sin)
-        v = x @ w_v.double().T
+        b_q, b_k, b_v = (b.double() for b in biases) if biases else (0.0, 0.0, 0.0)
+        q = rotate_half((x @ w_q.double().T + b_q).view(m, h, d), cos, sin)
+        k = rotate_half((x @ w_k.double().T + b_k).view(m, hkv, d), cos, sin)
+        v = x @ w_v.double().T + b_v
         return torch.cat([q.reshape(m, -1), k.reshape(m, -1), v], dim=1)
 
-    def baseline(self, problem, x, w_q, w_k, w_v, cos, sin, *, out):
+    def baseline(self, problem, x, w_q, w_k, w_v, cos, sin, *biases, out):
         m, h, hkv, d, _ = problem.shape
+        b_q, b_k, b_v = biases or (None, None, None)
         linear = torch.nn.functional.linear
-        q = rotate_half(linear(x, w_q).view(m, h, d), cos, sin)
-        k = rotate_half(linear(x, w_k).view(m, hkv, d), cos, sin)
-        torch.cat([q.reshape(m, -1), k.reshape(m, -1), linear(x, w_v)], dim=1, out=out)
+        q = rotate_half(linear(x, w_q, b_q).view(m, h, d), cos, sin)
+        k = rotate_half(linear(x, w_k, b_k).view(m, hkv, d), cos, sin)
+        torch.cat([q.reshape(m, -1), k.reshape(m, -1), linear(x, w_v, b_v)], dim=1, out=out)
 
     def flops(self, problem):
         m, h, hkv, d, k = problem.shape

@@ -2,6 +2,7 @@
 
 import pytest
 
+from webapp.jobs.forms import op_help
 from webapp.jobs.shapes import ShapeFormat, ShapeSetError, parse_shape_set
 
 LIMIT = 64
@@ -152,3 +153,15 @@ def test_free_text_gets_a_message_about_every_format_with_an_example(text):
     said = messages(text)
     assert "CSV" in said and "JSON" in said and "YAML" in said and "op,shape,dtype" in said
     assert not said.startswith("The YAML")
+
+
+def test_an_op_without_a_base_layout_takes_none_or_its_extras():
+    # qkv_rotary: no layout, or "+bias" (Qwen2's biased q/k/v projections).
+    [row] = parse("op,shape,dtype,layout\nqkv_rotary,8x4x2x64x256,bf16,+bias\n")
+    assert row.key == "qkv_rotary/8x4x2x64x256/bf16/+bias"
+    [row] = parse("op,shape,dtype\nqkv_rotary,8x4x2x64x256,bf16\n")
+    assert row.layout == ""
+    help_rows = {h.name: h.layouts for h in op_help()}
+    assert help_rows["qkv_rotary"] == "none, +bias"
+    assert help_rows["softmax"] == "—"
+    assert "(each also with +bias" in help_rows["matmul"]

@@ -3,22 +3,25 @@ accumulators, each pair's first-half and second-half columns (j and j + D/2 of i
 by the same x tile each K step. The epilogue rotates them with the tokens' cos/sin (q and k
 heads) or stores them as they are (v heads). Each column streams its own weight row (w_q,
 w_k or w_v, read in nn.Linear's layout, no concatenated copy; a tile may span heads and
-projections), so the three projections are one launch.
+projections), so the three projections are one launch. Layout "+bias": each column's bias
+(b_q, b_k or b_v, chosen like its weight row) is added to both accumulators before the rotation.
 """
 
 from __future__ import annotations
 
 from kernels.dual_gemm import DualGemmFamily
 from kernels.ops.matmul.families import snippets
+from kernels.ops.qkv_rotary.op import has_bias
 from kernels.render import FAST_LAUNCH, render_module
 
 KERNEL = """
 @triton.jit
 def qkv_rotary_kernel(
-    x_ptr, wq_ptr, wk_ptr, wv_ptr, cos_ptr, sin_ptr, out_ptr,
+    x_ptr, wq_ptr, wk_ptr, wv_ptr, cos_ptr, sin_ptr, bq_ptr, bk_ptr, bv_ptr, out_ptr,
     M, K, H, HKV, HALF,
     stride_xm, stride_wn, stride_cm, stride_om,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
 ):
     pairs_total = (H + 2 * HKV) * HALF
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -53,6 +56,10 @@ def qkv_rotary_kernel(
         acc2 = tl.dot(x, w2, acc2)
         x_ptrs += BLOCK_K
         w_ptrs += BLOCK_K
+    if HAS_BIAS:  # each column's bias, from the projection its weight row came from
+        b_col = tl.where(is_q, bq_ptr, tl.where(is_k, bk_ptr, bv_ptr)) + head * 2 * HALF + j
+        acc1 += tl.load(b_col, mask=pairs < pairs_total, other=0.0).to(tl.float32)[None, :]
+        acc2 += tl.load(b_col + HALF, mask=pairs < pairs_total, other=0.0).to(tl.float32)[None, :]
     mask = (offs_m[:, None] < M) & (pairs[None, :] < pairs_total)
     rotate = (g < H + HKV)[None, :]  # q and k heads: rotate-half with the token's angle
     c_off = offs_m[:, None].to(tl.int64) * stride_cm + j[None, :]
@@ -84,7 +91,8 @@ $CONSTANTS
     + """
 
 
-def run(x, w_q, w_k, w_v, cos, sin, *, out):
+def run(x, w_q, w_k, w_v, cos, sin, *biases, out):
+    b_q, b_k, b_v = biases if HAS_BIAS else (out, out, out)  # any pointer; never read
     M, K = x.shape
     half = cos.shape[1]
     H = w_q.shape[0] // (2 * half)
@@ -92,9 +100,9 @@ def run(x, w_q, w_k, w_v, cos, sin, *, out):
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv((H + 2 * HKV) * half, BLOCK_N)
     launch(
         qkv_rotary_kernel, (tiles,),
-        x, w_q, w_k, w_v, cos, sin, out, M, K, H, HKV, half,
+        x, w_q, w_k, w_v, cos, sin, b_q, b_k, b_v, out, M, K, H, HKV, half,
         x.stride(0), w_q.stride(0), cos.stride(0), out.stride(0),
-        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP=GROUP,
+        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP=GROUP, HAS_BIAS=HAS_BIAS,
         num_warps=NUM_WARPS, num_stages=NUM_STAGES,
     )
 """
@@ -112,5 +120,6 @@ class DualQkvRotary(DualGemmFamily):
             family=self.name,
             problem=problem,
             params={k: params[k] for k in self.space(problem).choices},
+            fixed={"HAS_BIAS": has_bias(problem)},
             summary=self.description,
         )
