@@ -10,8 +10,10 @@ every node's module call in `meta["nn_module_stack"]` (a module called twice get
     matmul_epilogue  a biased Linear whose only use is relu, silu or GELU: one matmul
                  problem with both in its epilogue ("NT+bias+gelu")
     swiglu_gate  silu(linear(x, Wg)) * linear(x, Wu): a SwiGLU MLP's gate and up
-    qkv_rotary   three bias-free linears of one x whose outputs are viewed as heads, two of
-                 them (q, k) then passed through one rotary module call each
+    qkv_rotary   three linears of one x (all biased or none: the op's "+bias" layout) whose
+                 outputs are viewed as heads, two of them (q, k) then rotated: by one rotary
+                 module call each, or by rotate-half written out in forward on the view or
+                 its (b, heads, t, D) transpose with the model's own cos/sin (rotation.py)
     decode_attention  scaled_dot_product_attention of T queries against S >= T keys whose
                  mask is the model's own bool buffer (or a slice of one) that is causal from
                  the end (checked by value when the graph is captured), or no mask and T = 1;
@@ -41,6 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx
 
+from harness.model import rotation
 from harness.model.classify import (
     allows_tf32,
     describe,
@@ -48,6 +51,7 @@ from harness.model.classify import (
     problem_for_module,
     validated,
 )
+from harness.model.rotation import Rotation
 from kernels.ops.matmul.op import TF32, is_tf32
 from kernels.ops.qkv_rotary.op import BIAS
 from kernels.problem import Problem
@@ -216,16 +220,25 @@ def _call_swiglu_gate(op, x, w_gate, w_up):
     return (op([_rows(x), w_gate, w_up]).view(*x.shape[:-1], w_gate.shape[0]),)
 
 
-def _qkv_call(q_shape, k_shape, v_shape):
-    """The qkv_rotary call for one site: q and k as the rotary modules returned them (views of
-    the op's output, heads last), v as its linear returned it."""
-    hq = math.prod(q_shape[2:])
-    hk = math.prod(k_shape[2:])
+def _qkv_call(q_shape, k_shape, v_shape, *, transposed: bool = False):
+    """The qkv_rotary call for one site: q and k as the rotations returned them (views of the
+    op's output: (b, t, heads, D), or (b, heads, t, D) when the model rotated them transposed),
+    v as its linear returned it."""
+
+    def token_major(shape):  # (b, heads, t, D) -> (b, t, heads, D): how the op's rows lie
+        return (shape[0], shape[2], shape[1], *shape[3:]) if transposed else tuple(shape)
+
+    def heads(value, shape):
+        value = value.view(token_major(shape))
+        return value.transpose(1, 2) if transposed else value
+
+    hq = math.prod(q_shape[1:]) // (q_shape[2] if transposed else q_shape[1])
+    hk = math.prod(k_shape[1:]) // (k_shape[2] if transposed else k_shape[1])
 
     def call(op, x, w_q, w_k, w_v, cos, sin, *biases):  # biases: the "+bias" layout's
         out = op([_rows(x), w_q, w_k, w_v, cos, sin, *biases])
-        q = out[:, :hq].view(q_shape)
-        k = out[:, hq : hq + hk].view(k_shape)
+        q = heads(out[:, :hq], q_shape)
+        k = heads(out[:, hq : hq + hk], k_shape)
         v = out[:, hq + hk :].view(v_shape)
         return q, k, v
 
@@ -501,8 +514,44 @@ def _module_sites(g: _Graph, regions: list[_Region]) -> list[Site]:
     return sites
 
 
+def _module_rotation(g: _Graph, view: fx.Node, region: _Region, m: int) -> Rotation | None:
+    """A rotary module's region (cos and sin buffers, classify.problem_for_module) as the
+    rotation of `view`, with its tables per token."""
+    if not all(u in region.nodes for u in view.users):
+        return None
+    seq = region.module.get_buffer("cos").shape[0]
+    tables = _rotary_tables(g, region, m // seq) if m % seq == 0 else None
+    if tables is None:
+        return None
+    cos, sin = tables
+    return Rotation(view, region.out, region.nodes, cos, sin, transposed=False)
+
+
+def _rotation_of(g: _Graph, view: fx.Node, modules: dict, m: int) -> Rotation | None:
+    """How a projection's (b, t, heads, D) view is rotated: by a rotary module, or written out
+    (rotation.py) on the view or on its transpose to (b, heads, t, D); None: it is not."""
+    if view in modules:
+        return _module_rotation(g, view, modules[view], m)
+    after = _only_user(view)
+    swaps_t_and_heads = (
+        after is not None
+        and _is(after, {torch.transpose}, ("transpose",))
+        and tuple(after.args[1:3]) in ((1, 2), (2, 1))
+    )
+    if swaps_t_and_heads and after is not None:
+        return rotation.find(g, after, transposed=True)
+    return rotation.find(g, view, transposed=False)
+
+
+def _same(a, b) -> bool:
+    """Two rotations' tables: the same graph input, or equal constants."""
+    if a is b:
+        return True
+    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
+
+
 def _qkv_sites(g: _Graph, linears, regions: list[_Region]) -> list[Site]:
-    rotary_by_input = {r.x: r for r in regions if r.op == "rotary" and r.problem is not None}
+    modules = {r.x: r for r in regions if r.op == "rotary" and r.problem is not None}
     by_x: dict[fx.Node, list] = {}
     bias_of: dict[fx.Node, fx.Node | None] = {}
     for node, x, bias, problem in linears:
@@ -510,18 +559,18 @@ def _qkv_sites(g: _Graph, linears, regions: list[_Region]) -> list[Site]:
         bias_of[node] = bias
     sites = []
     for x, group in by_x.items():
-        # (linear, view, its shape, region, problem): rotated; (linear, view, shape, problem): not
-        heads: list[tuple[fx.Node, fx.Node, tuple[int, ...], _Region, Problem]] = []
+        # (linear, view, its shape, rotation, problem): rotated; (linear, view, shape, problem): not
+        heads: list[tuple[fx.Node, fx.Node, tuple[int, ...], Rotation, Problem]] = []
         plain: list[tuple[fx.Node, fx.Node, tuple[int, ...], Problem]] = []
         for lin, problem in group:
             view = _only_user(lin)
             shape = g.shape(view) if _is(view, RESHAPE_FNS, RESHAPE_METHODS) else None
             if view is None or shape is None or len(shape) < 3:
                 continue
-            region = rotary_by_input.get(view)
-            if region is not None and all(u in region.nodes for u in view.users):
-                heads.append((lin, view, shape, region, problem))
-            elif region is None:
+            rotated = _rotation_of(g, view, modules, problem.shape[0])
+            if rotated is not None:
+                heads.append((lin, view, shape, rotated, problem))
+            elif view not in modules:
                 plain.append((lin, view, shape, problem))
         if len(heads) != 2:
             continue
@@ -539,24 +588,15 @@ def _qkv_sites(g: _Graph, linears, regions: list[_Region]) -> list[Site]:
             continue
         biased = biases[0] is not None
         bias_inputs = tuple(biases) if biased else ()
-        # A rotary region has cos and sin buffers (classify.problem_for_module).
-        q_mod, k_mod = q_rot.module, k_rot.module
-        same_tables = q_mod is k_mod or (
-            torch.equal(q_mod.get_buffer("cos"), k_mod.get_buffer("cos"))
-            and torch.equal(q_mod.get_buffer("sin"), k_mod.get_buffer("sin"))
-        )
-        m, n_q, k = pq.shape
-        seq = q_mod.get_buffer("cos").shape[0]
-        if not same_tables or m % seq:
+        same = _same(q_rot.cos, k_rot.cos) and _same(q_rot.sin, k_rot.sin)
+        if not same or q_rot.transposed != k_rot.transposed:
             continue
-        tables = _rotary_tables(g, q_rot, m // seq)
+        m, n_q, k = pq.shape
         problem, _ = validated(
             "qkv_rotary", (m, n_q // d, pk.shape[1] // d, d, k), pq.dtype, BIAS if biased else ""
         )
-        if tables is None or problem is None:
-            continue
         q_shape, k_shape = g.shape(q_rot.out), g.shape(k_rot.out)
-        if q_shape is None or k_shape is None:
+        if problem is None or q_shape is None or k_shape is None:
             continue
         sites.append(
             Site(
@@ -564,10 +604,11 @@ def _qkv_sites(g: _Graph, linears, regions: list[_Region]) -> list[Site]:
                 problem,
                 (_where(q_lin), _where(k_lin), _where(v_lin)),
                 (pq.key, pk.key, pv.key),
-                (x, q_lin.args[1], k_lin.args[1], v_lin.args[1], *tables, *bias_inputs),
+                (x, q_lin.args[1], k_lin.args[1], v_lin.args[1], q_rot.cos, q_rot.sin)
+                + bias_inputs,
                 (q_rot.out, k_rot.out, v_lin),
                 frozenset({q_lin, k_lin, v_lin, q_view, k_view}) | q_rot.nodes | k_rot.nodes,
-                _qkv_call(q_shape, k_shape, g.shape(v_lin)),
+                _qkv_call(q_shape, k_shape, g.shape(v_lin), transposed=q_rot.transposed),
             )
         )
     return sites

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import kernels
 from harness.model import ops as kernel_ops
@@ -105,6 +106,63 @@ def test_q_and_k_biased_but_not_v_is_no_qkv_rotary_site():
     assert not [s for s in _sites(model, inputs) if s.kind == "qkv_rotary"]
 
 
+class _WrittenRotary(torch.nn.Module):
+    """q/k/v projections with rotate-half written out in forward (no rotary module), on the
+    (b, t, heads, D) views; `tables` picks how cos and sin come about."""
+
+    def __init__(self, tables: str, dim=64, heads=4, seq=8):
+        super().__init__()
+        self.heads, self.d = heads, dim // heads
+        self.q, self.k, self.v = (torch.nn.Linear(dim, dim, bias=False) for _ in range(3))
+        freq = 10000.0 ** (-torch.arange(0, self.d, 2).float() / self.d)
+        angle = torch.arange(seq).float()[:, None] * freq[None, :]
+        other = angle + 0.5 if tables == "unequal_halves" else angle  # not rotate-half's
+        full = torch.cat([angle, other], dim=-1)
+        self.register_buffer("cos", full.cos())
+        self.register_buffer("sin", full.sin())
+        self.register_buffer("freq", freq)
+        self.tables = tables
+
+    def rotate(self, x, cos, sin):
+        half = x.shape[-1] // 2
+        return x * cos + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        if self.tables == "runtime":  # from positions, in the forward: not checkable here
+            angle = torch.arange(t, dtype=torch.float32)[:, None] * self.freq[None, :]
+            full = torch.cat([angle, angle], dim=-1)
+            cos, sin = (f(full).to(x.dtype)[:, None, :] for f in (torch.cos, torch.sin))
+        else:
+            cos, sin = self.cos[:, None, :], self.sin[:, None, :]
+        q = self.rotate(self.q(x).view(b, t, self.heads, self.d), cos, sin)
+        k = self.rotate(self.k(x).view(b, t, self.heads, self.d), cos, sin)
+        v = self.v(x).view(b, t, self.heads, self.d)
+        return F.scaled_dot_product_attention(*(z.transpose(1, 2) for z in (q, k, v)))
+
+
+@pytest.mark.parametrize(
+    ("tables", "found"), [("rotate_half", True), ("unequal_halves", False), ("runtime", False)]
+)
+def test_a_rotation_written_in_forward_is_a_qkv_site_when_its_tables_are_rotate_halfs(
+    tables, found
+):
+    torch.manual_seed(0)
+    model = _WrittenRotary(tables).to(torch.bfloat16).eval()
+    x = torch.randn(2, 8, 64, dtype=torch.bfloat16)
+    sites = [s for s in _sites(model, [x]) if s.kind == "qkv_rotary"]
+    assert bool(sites) is found
+    if not found:
+        return
+    assert sites[0].key == "qkv_rotary/16x4x4x16x64/bf16"
+    with torch.no_grad():
+        want = model(x)
+        backend = Substituting(model, {sites[0].key: _reference_op(sites[0].problem)})
+        got = torch.compile(model, backend=backend, dynamic=False)(x)
+    assert [s.kind for s in backend.replaced] == ["qkv_rotary"]
+    assert float((got.float() - want.float()).norm() / want.float().norm()) < 2e-2
+
+
 def test_a_mask_that_is_not_causal_from_the_end_is_no_decode_attention_site():
     model, inputs = _example("llama_decode")
     for layer in model.layers:
@@ -182,7 +240,16 @@ def test_a_biased_linear_and_its_activation_are_one_gemm_with_an_epilogue():
 
 
 @pytest.mark.parametrize(
-    "example", ["llama_block", "llama_decode", "llama3_decode", "gptj_block", "vit_block", "mlp"]
+    "example",
+    [
+        "llama_block",
+        "llama_decode",
+        "llama3_decode",
+        "gptj_block",
+        "vit_block",
+        "mlp",
+        "qwen2_block",
+    ],
 )
 def test_the_rewritten_model_matches_and_calls_every_op_once_per_site(example):
     model, inputs = _example(example)
