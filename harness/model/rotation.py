@@ -2,11 +2,13 @@
 
     q * cos + cat([-q[..., D/2:], q[..., :D/2]], dim=-1) * sin
 
-(rotate-half, as Qwen2's, GPT-NeoX's and many hand-written layers spell it). A rotation is a
-qkv_rotary candidate (sites.py) when cos and sin are the model's own tables (buffers, or slices
-of them) in the rotate-half form: the same for every head, each half of the head dim equal to
-the other. Then they become the op's per-token (M, D/2) tables. Tables computed at run time
-(from position ids) are not taken yet: their form cannot be checked here.
+(rotate-half, as HF's Llama and Qwen2, GPT-NeoX and many hand-written layers spell it). A
+rotation is a qkv_rotary candidate (sites.py) when cos and sin have the rotate-half form: the
+same for every head, each half of the head dim equal to the other. Either they are the model's
+own tables (buffers, or slices of them), checked by value and turned into the op's per-token
+(M, D/2) tables here; or they are computed in forward (from position ids, as HF's rotary
+embedding does) by elementwise steps from cat([f, f], dim=-1), which makes the halves equal for
+any input, with a heads axis of size 1; those are turned into per-token tables at each call.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class Rotation:
     cos: torch.Tensor | fx.Node
     sin: torch.Tensor | fx.Node
     transposed: bool  # x is the view transposed to (b, heads, t, D)
+    computed: bool = False  # cos/sin are computed in forward: per_token_rows at each call
 
 
 def _call(node: Any, fns: set, methods: tuple[str, ...] = ()) -> bool:
@@ -87,23 +90,87 @@ def _operands(mul: Any) -> tuple[Any, Any] | None:
     return mul.args[0], mul.args[1]
 
 
+def per_token_rows(table: torch.Tensor, shape, transposed: bool) -> torch.Tensor:
+    """A rotate-half cos or sin table, broadcast over x of `shape`, as the op's per-token
+    (b*t, D/2) rows: the first head's, first half."""
+    full = torch.broadcast_to(table, tuple(shape))
+    if transposed:  # (b, heads, t, D) -> token order (b, t, heads, D)
+        full = full.transpose(1, 2)
+    return full[:, :, 0, : shape[-1] // 2].reshape(-1, shape[-1] // 2).contiguous()
+
+
 def _tables(table: torch.Tensor, shape: tuple[int, ...], transposed: bool) -> torch.Tensor | None:
-    """A cos or sin table broadcast over x as per-token (b*t, D/2) rows, or None when it is not
-    rotate-half's: different for some head, or its two halves unequal."""
+    """A constant cos or sin table as per-token rows, or None when it is not rotate-half's:
+    different for some head, or its two halves unequal."""
     try:
         full = torch.broadcast_to(table, shape)
     except RuntimeError:
         return None
-    if transposed:  # (b, heads, t, D) -> token order (b, t, heads, D)
+    if transposed:
         full = full.transpose(1, 2)
-    first = full[:, :, :1]
     half = shape[-1] // 2
-    if not torch.equal(full, first.expand_as(full)):
+    if not torch.equal(full, full[:, :, :1].expand_as(full)):
         return None
-    rows = first[:, :, 0]  # (b, t, D)
-    if not torch.equal(rows[..., :half], rows[..., half:]):
+    if not torch.equal(full[..., :half], full[..., half:]):
         return None
-    return rows[..., :half].reshape(-1, half).contiguous()
+    return per_token_rows(table, shape, transposed)
+
+
+ELEMENTWISE_FNS = {torch.cos, torch.sin}
+ELEMENTWISE_METHODS = ("cos", "sin", "float", "half", "bfloat16", "contiguous", "to")
+SCALE = {operator.mul, operator.truediv, torch.mul, torch.Tensor.mul}
+
+
+def _computed_in_forward(g: Any, node: Any, shape: tuple[int, ...], transposed: bool) -> bool:
+    """node is a rotate-half table computed in forward: from cat([f, f], dim=-1) by steps that
+    act on each element alone (cos, sin, a number's factor, a dtype cast) or add an axis before
+    the head dim, so its halves are equal for any input; and it broadcasts over x with one
+    value for every head (its heads axis has size 1)."""
+    table_shape = g.shape(node)
+    if table_shape is None or table_shape[-1] != shape[-1]:
+        return False
+    try:
+        if torch.broadcast_shapes(tuple(table_shape), shape) != shape:
+            return False
+    except RuntimeError:
+        return False
+    heads_axis = (1 if transposed else 2) - len(shape)  # from the right
+    if len(table_shape) >= -heads_axis and table_shape[heads_axis] != 1:
+        return False
+    for _ in range(16):  # a short chain of such steps, else not one of these tables
+        if not isinstance(node, fx.Node) or not node.args:
+            return False
+        if _call(node, CAT) or _call(node, set(), ("cat",)):
+            parts = node.args[0]
+            dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+            ndim = len(g.shape(node) or ())
+            return (
+                isinstance(parts, list | tuple)
+                and len(parts) == 2
+                and parts[0] is parts[1]
+                and dim in (-1, ndim - 1)
+            )
+        if _call(node, ELEMENTWISE_FNS, ELEMENTWISE_METHODS):
+            if any(isinstance(a, fx.Node) for a in node.args[1:]):
+                return False  # .to(other_tensor) and the like
+            node = node.args[0]
+        elif _call(node, {torch.unsqueeze}, ("unsqueeze",)):
+            dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+            out_ndim = len(g.shape(node) or ())
+            if not isinstance(dim, int) or dim in (-1, out_ndim - 1):
+                return False  # an axis after the head dim would split it
+            node = node.args[0]
+        elif _call(node, SCALE, ("mul",)) and len(node.args) == 2:
+            numbers = [a for a in node.args if isinstance(a, int | float)]
+            tensors = [a for a in node.args if isinstance(a, fx.Node)]
+            if len(numbers) != 1 or len(tensors) != 1:
+                return False  # a table scaled by a number, nothing else
+            if node.target is operator.truediv and node.args[0] is not tensors[0]:
+                return False  # number / table is no scale
+            node = tensors[0]
+        else:
+            return False
+    return False
 
 
 def find(g: Any, x: fx.Node, transposed: bool) -> Rotation | None:
@@ -136,15 +203,18 @@ def _match(g: Any, x: fx.Node, add: Any, x_mul: Any, shape: tuple[int, ...], tra
     cat, sin_node = pair if _rotated_half(pair[0], shape[-1]) is x else (pair[1], pair[0])
     if _rotated_half(cat, shape[-1]) is not x:
         return None
-    cos, sin = g.constant(cos_node), g.constant(sin_node)
-    if not isinstance(cos, torch.Tensor) or not isinstance(sin, torch.Tensor):
-        return None
     neg, lo = cat.args[0]
     nodes = frozenset({x, x_mul, other, cat, neg, neg.args[0], lo, add})
     inner = nodes - {add}
     if any(u not in nodes for n in inner for u in n.users):
         return None  # x, or a part of the rotation, is used elsewhere too
-    cos_rows, sin_rows = _tables(cos, shape, transposed), _tables(sin, shape, transposed)
-    if cos_rows is None or sin_rows is None:
+    cos, sin = g.constant(cos_node), g.constant(sin_node)
+    if isinstance(cos, torch.Tensor) and isinstance(sin, torch.Tensor):
+        cos_rows, sin_rows = _tables(cos, shape, transposed), _tables(sin, shape, transposed)
+        if cos_rows is None or sin_rows is None:
+            return None
+        return Rotation(x, add, nodes, cos_rows, sin_rows, transposed)
+    computed = all(_computed_in_forward(g, t, shape, transposed) for t in (cos_node, sin_node))
+    if not computed:
         return None
-    return Rotation(x, add, nodes, cos_rows, sin_rows, transposed)
+    return Rotation(x, add, nodes, cos_node, sin_node, transposed, computed=True)

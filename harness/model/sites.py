@@ -13,7 +13,8 @@ every node's module call in `meta["nn_module_stack"]` (a module called twice get
     qkv_rotary   three linears of one x (all biased or none: the op's "+bias" layout) whose
                  outputs are viewed as heads, two of them (q, k) then rotated: by one rotary
                  module call each, or by rotate-half written out in forward on the view or
-                 its (b, heads, t, D) transpose with the model's own cos/sin (rotation.py)
+                 its (b, heads, t, D) transpose, with cos/sin the model's own tables or
+                 computed in forward as HF's rotary embedding does (rotation.py)
     decode_attention  scaled_dot_product_attention of T queries against S >= T keys whose
                  mask is the model's own bool buffer (or a slice of one) that is causal from
                  the end (checked by value when the graph is captured), or no mask and T = 1;
@@ -220,10 +221,11 @@ def _call_swiglu_gate(op, x, w_gate, w_up):
     return (op([_rows(x), w_gate, w_up]).view(*x.shape[:-1], w_gate.shape[0]),)
 
 
-def _qkv_call(q_shape, k_shape, v_shape, *, transposed: bool = False):
+def _qkv_call(q_shape, k_shape, v_shape, *, transposed: bool = False, computed: bool = False):
     """The qkv_rotary call for one site: q and k as the rotations returned them (views of the
     op's output: (b, t, heads, D), or (b, heads, t, D) when the model rotated them transposed),
-    v as its linear returned it."""
+    v as its linear returned it. `computed`: cos and sin come as the model computed them in
+    forward, and become the op's per-token rows here, at each call."""
 
     def token_major(shape):  # (b, heads, t, D) -> (b, t, heads, D): how the op's rows lie
         return (shape[0], shape[2], shape[1], *shape[3:]) if transposed else tuple(shape)
@@ -236,6 +238,8 @@ def _qkv_call(q_shape, k_shape, v_shape, *, transposed: bool = False):
     hk = math.prod(k_shape[1:]) // (k_shape[2] if transposed else k_shape[1])
 
     def call(op, x, w_q, w_k, w_v, cos, sin, *biases):  # biases: the "+bias" layout's
+        if computed:
+            cos, sin = (rotation.per_token_rows(t, q_shape, transposed) for t in (cos, sin))
         out = op([_rows(x), w_q, w_k, w_v, cos, sin, *biases])
         q = heads(out[:, :hq], q_shape)
         k = heads(out[:, hq : hq + hk], k_shape)
@@ -589,7 +593,7 @@ def _qkv_sites(g: _Graph, linears, regions: list[_Region]) -> list[Site]:
         biased = biases[0] is not None
         bias_inputs = tuple(biases) if biased else ()
         same = _same(q_rot.cos, k_rot.cos) and _same(q_rot.sin, k_rot.sin)
-        if not same or q_rot.transposed != k_rot.transposed:
+        if not same or (q_rot.transposed, q_rot.computed) != (k_rot.transposed, k_rot.computed):
             continue
         m, n_q, k = pq.shape
         problem, _ = validated(
@@ -608,7 +612,13 @@ def _qkv_sites(g: _Graph, linears, regions: list[_Region]) -> list[Site]:
                 + bias_inputs,
                 (q_rot.out, k_rot.out, v_lin),
                 frozenset({q_lin, k_lin, v_lin, q_view, k_view}) | q_rot.nodes | k_rot.nodes,
-                _qkv_call(q_shape, k_shape, g.shape(v_lin), transposed=q_rot.transposed),
+                _qkv_call(
+                    q_shape,
+                    k_shape,
+                    g.shape(v_lin),
+                    transposed=q_rot.transposed,
+                    computed=q_rot.computed,
+                ),
             )
         )
     return sites
@@ -776,12 +786,14 @@ def rewrite(gm: fx.GraphModule, sites: list[Site], ops: Mapping[str, Callable]) 
         if op is None or site.call is None or site.nodes & taken:
             continue
         args = []
+        constants: list[tuple[str, fx.Node]] = []
         for j, value in enumerate(site.inputs):
             if isinstance(value, torch.Tensor):  # a constant the op needs (rotary tables)
                 name = f"_kf_const_{i}_{j}"
                 gm.register_buffer(name, value, persistent=False)
                 with graph.inserting_before(_first(graph, site.nodes)):
                     value = graph.get_attr(name)
+                constants.append((name, value))
             args.append(now.get(value, value) if isinstance(value, fx.Node) else value)
 
         def call(*values, _op=op, _site=site):
@@ -794,6 +806,18 @@ def rewrite(gm: fx.GraphModule, sites: list[Site], ops: Mapping[str, Callable]) 
         last = max((a for a in args if isinstance(a, fx.Node)), key=order.__getitem__)
         if last.op == "placeholder":  # the graph's inputs stay together at its top
             last = [n for n in graph.nodes if n.op == "placeholder"][-1]
+        if any(
+            order[user] <= order[last]
+            for old in site.outputs
+            for user in old.users
+            if user not in site.nodes
+        ):
+            # An input computed after a use of what the op replaces (rotary tables computed
+            # in forward after v's view): moving that use could move it past a cache write.
+            for name, node in constants:
+                graph.erase_node(node)
+                delattr(gm, name)
+            continue
         with graph.inserting_after(last):
             result = graph.call_function(call, tuple(args))
         anchor = result

@@ -107,42 +107,57 @@ def test_q_and_k_biased_but_not_v_is_no_qkv_rotary_site():
 
 
 class _WrittenRotary(torch.nn.Module):
-    """q/k/v projections with rotate-half written out in forward (no rotary module), on the
-    (b, t, heads, D) views; `tables` picks how cos and sin come about."""
+    """q/k/v projections with rotate-half written out in forward (no rotary module). `tables`:
+    "buffers" (the model's cos/sin, on the (b, t, heads, D) views), "unequal_halves" (buffers
+    whose halves differ: not rotate-half's), "hf" (HF Llama/Qwen2: computed in forward from
+    position ids, on the heads transposed to (b, heads, t, D)), "hf_unequal" (the same with
+    cat([f, 2 f]))."""
 
-    def __init__(self, tables: str, dim=64, heads=4, seq=8):
+    def __init__(self, tables: str, dim=64, heads=4, seq=8, late=False):
         super().__init__()
-        self.heads, self.d = heads, dim // heads
+        self.heads, self.d, self.tables, self.late = heads, dim // heads, tables, late
         self.q, self.k, self.v = (torch.nn.Linear(dim, dim, bias=False) for _ in range(3))
         freq = 10000.0 ** (-torch.arange(0, self.d, 2).float() / self.d)
         angle = torch.arange(seq).float()[:, None] * freq[None, :]
-        other = angle + 0.5 if tables == "unequal_halves" else angle  # not rotate-half's
+        other = angle + 0.5 if tables == "unequal_halves" else angle
         full = torch.cat([angle, other], dim=-1)
-        self.register_buffer("cos", full.cos())
-        self.register_buffer("sin", full.sin())
-        self.register_buffer("freq", freq)
-        self.tables = tables
+        self.register_buffer("cos", full.cos()[:, None, :])
+        self.register_buffer("sin", full.sin()[:, None, :])
+        self.register_buffer("inv_freq", freq)
 
-    def rotate(self, x, cos, sin):
+    @staticmethod
+    def rotate(x, cos, sin):
         half = x.shape[-1] // 2
         return x * cos + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin
 
+    def hf_tables(self, x, b, t):  # LlamaRotaryEmbedding.forward, then unsqueeze(1)
+        position_ids = torch.arange(t)[None, :].expand(b, -1)
+        inv = self.inv_freq[None, :, None].float().expand(b, -1, 1)
+        freqs = (inv @ position_ids[:, None, :].float()).transpose(1, 2)
+        second = 2 * freqs if self.tables == "hf_unequal" else freqs
+        emb = torch.cat((freqs, second), dim=-1)
+        cos, sin = (emb.cos() * 1.0).to(x.dtype), (emb.sin() * 1.0).to(x.dtype)
+        return cos.unsqueeze(1), sin.unsqueeze(1)
+
     def forward(self, x):
         b, t, _ = x.shape
-        if self.tables == "runtime":  # from positions, in the forward: not checkable here
-            angle = torch.arange(t, dtype=torch.float32)[:, None] * self.freq[None, :]
-            full = torch.cat([angle, angle], dim=-1)
-            cos, sin = (f(full).to(x.dtype)[:, None, :] for f in (torch.cos, torch.sin))
+        if self.tables.startswith("hf") and not self.late:  # HF: before the layers
+            cos, sin = self.hf_tables(x, b, t)
+        q, k, v = (p(x).view(b, t, self.heads, self.d) for p in (self.q, self.k, self.v))
+        if self.tables.startswith("hf"):
+            q, k, v = (z.transpose(1, 2) for z in (q, k, v))
+            if self.late:  # after v's view and transpose: the op could not go before them
+                cos, sin = self.hf_tables(x, b, t)
+            q, k = self.rotate(q, cos, sin), self.rotate(k, cos, sin)
         else:
-            cos, sin = self.cos[:, None, :], self.sin[:, None, :]
-        q = self.rotate(self.q(x).view(b, t, self.heads, self.d), cos, sin)
-        k = self.rotate(self.k(x).view(b, t, self.heads, self.d), cos, sin)
-        v = self.v(x).view(b, t, self.heads, self.d)
-        return F.scaled_dot_product_attention(*(z.transpose(1, 2) for z in (q, k, v)))
+            q, k = self.rotate(q, self.cos, self.sin), self.rotate(k, self.cos, self.sin)
+            q, k, v = (z.transpose(1, 2) for z in (q, k, v))
+        return F.scaled_dot_product_attention(q, k, v)
 
 
 @pytest.mark.parametrize(
-    ("tables", "found"), [("rotate_half", True), ("unequal_halves", False), ("runtime", False)]
+    ("tables", "found"),
+    [("buffers", True), ("unequal_halves", False), ("hf", True), ("hf_unequal", False)],
 )
 def test_a_rotation_written_in_forward_is_a_qkv_site_when_its_tables_are_rotate_halfs(
     tables, found
@@ -161,6 +176,18 @@ def test_a_rotation_written_in_forward_is_a_qkv_site_when_its_tables_are_rotate_
         got = torch.compile(model, backend=backend, dynamic=False)(x)
     assert [s.kind for s in backend.replaced] == ["qkv_rotary"]
     assert float((got.float() - want.float()).norm() / want.float().norm()) < 2e-2
+
+
+def test_a_site_whose_tables_come_after_a_use_of_v_is_left_as_the_model_wrote_it():
+    torch.manual_seed(0)
+    model = _WrittenRotary("hf", late=True).to(torch.bfloat16).eval()
+    x = torch.randn(2, 8, 64, dtype=torch.bfloat16)
+    [site] = [s for s in _sites(model, [x]) if s.kind == "qkv_rotary"]
+    with torch.no_grad():
+        want = model(x)
+        backend = Substituting(model, {site.key: _reference_op(site.problem)})
+        got = torch.compile(model, backend=backend, dynamic=False)(x)
+    assert backend.replaced == [] and torch.equal(got, want)
 
 
 def test_a_mask_that_is_not_causal_from_the_end_is_no_decode_attention_site():
