@@ -52,6 +52,20 @@ def _reference_op(problem: Problem):
     return kernel_ops.kernel_op(problem, types.SimpleNamespace(run=run))  # type: ignore[arg-type]
 
 
+def _rewritten(model, inputs, sites) -> tuple[Substituting, float]:
+    """The model run with every fusion and module site given its reference op: the backend
+    (which sites it replaced) and the output's relative error against the model's own."""
+    with torch.no_grad():
+        want = model(*inputs)
+    ops = {s.key: _reference_op(s.problem) for s in sites if s.kind != "matmul"}
+    compile_options()
+    kernel_ops.hits.clear()
+    backend = Substituting(model, ops)
+    with torch.no_grad():
+        got = torch.compile(model, backend=backend, dynamic=False)(*inputs)
+    return backend, float((got.float() - want.float()).norm() / want.float().norm())
+
+
 def test_it_finds_the_fusions_of_the_decode_example():
     model, inputs = _example("llama_decode")
     by_kind: dict[str, list] = {}
@@ -83,21 +97,12 @@ def _with_biases(model, names=("q_proj", "k_proj", "v_proj")):
 def test_biased_q_k_v_projections_are_one_qkv_rotary_site_with_their_biases():
     model, inputs = _example("llama_decode")
     model = _with_biases(model)
-    with torch.no_grad():
-        want = model(*inputs)
     sites = _sites(model, inputs)
     qkv, _ = [s for s in sites if s.kind == "qkv_rotary"]  # one a layer
     assert qkv.key == "qkv_rotary/8x4x4x64x256/bf16/+bias"
     assert qkv.covers == ("matmul/8x256x256/bf16/NT+bias",) * 3
-    ops = {s.key: _reference_op(s.problem) for s in sites if s.kind != "matmul"}
-    compile_options()
-    kernel_ops.hits.clear()
-    backend = Substituting(model, ops)
-    with torch.no_grad():
-        got = torch.compile(model, backend=backend, dynamic=False)(*inputs)
-    assert kernel_ops.hits[qkv.key] >= 1
-    rel = float((got.float() - want.float()).norm() / want.float().norm())
-    assert rel < 2e-2
+    _, rel = _rewritten(model, inputs, sites)
+    assert kernel_ops.hits[qkv.key] >= 1 and rel < 2e-2
 
 
 def test_q_and_k_biased_but_not_v_is_no_qkv_rotary_site():
@@ -170,12 +175,8 @@ def test_a_rotation_written_in_forward_is_a_qkv_site_when_its_tables_are_rotate_
     if not found:
         return
     assert sites[0].key == "qkv_rotary/16x4x4x16x64/bf16"
-    with torch.no_grad():
-        want = model(x)
-        backend = Substituting(model, {sites[0].key: _reference_op(sites[0].problem)})
-        got = torch.compile(model, backend=backend, dynamic=False)(x)
-    assert [s.kind for s in backend.replaced] == ["qkv_rotary"]
-    assert float((got.float() - want.float()).norm() / want.float().norm()) < 2e-2
+    backend, rel = _rewritten(model, [x], sites)
+    assert [s.kind for s in backend.replaced] == ["qkv_rotary"] and rel < 2e-2
 
 
 def test_a_site_whose_tables_come_after_a_use_of_v_is_left_as_the_model_wrote_it():
@@ -280,16 +281,7 @@ def test_a_biased_linear_and_its_activation_are_one_gemm_with_an_epilogue():
 )
 def test_the_rewritten_model_matches_and_calls_every_op_once_per_site(example):
     model, inputs = _example(example)
-    with torch.no_grad():
-        want = model(*inputs)
-    sites = _sites(model, inputs)
-    ops = {s.key: _reference_op(s.problem) for s in sites if s.kind != "matmul"}
-    compile_options()
-    kernel_ops.hits.clear()
-    backend = Substituting(model, ops)
-    with torch.no_grad():
-        got = torch.compile(model, backend=backend, dynamic=False)(*inputs)
-    rel = float((got.float() - want.float()).norm() / want.float().norm())
+    backend, rel = _rewritten(model, inputs, _sites(model, inputs))
     assert rel < 2e-2  # bf16 end to end, the model's own rounding steps skipped
     fusions = [
         s for s in backend.replaced if s.kind in ("swiglu_gate", "qkv_rotary", "matmul_epilogue")
