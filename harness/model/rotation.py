@@ -32,7 +32,8 @@ class Rotation:
     out: fx.Node  # the rotated value
     nodes: frozenset  # every node of the rotation, x included
     # Per token, (b*t, D/2), in token order: a constant, or the graph input that holds one (a
-    # rotary module's own buffer, when it already is per token).
+    # rotary module's own buffer, when it already is per token). `computed`: the node of the
+    # model's own table as it broadcasts over x, made per token at each call.
     cos: torch.Tensor | fx.Node
     sin: torch.Tensor | fx.Node
     transposed: bool  # x is the view transposed to (b, heads, t, D)
@@ -66,7 +67,7 @@ def _half_of(node: Any, x: fx.Node, half: int) -> str:
 
 def _rotated_half(cat: Any, d: int) -> fx.Node | None:
     """x when cat is cat([-x[..., D/2:], x[..., :D/2]], dim=-1), else None."""
-    if not _call(cat, CAT, ("cat",)) or cat.op != "call_function":
+    if not _call(cat, CAT):
         return None
     parts = cat.args[0] if cat.args else cat.kwargs.get("tensors")
     dim = cat.args[1] if len(cat.args) > 1 else cat.kwargs.get("dim", 0)
@@ -140,7 +141,7 @@ def _computed_in_forward(g: Any, node: Any, shape: tuple[int, ...], transposed: 
     for _ in range(16):  # a short chain of such steps, else not one of these tables
         if not isinstance(node, fx.Node) or not node.args:
             return False
-        if _call(node, CAT) or _call(node, set(), ("cat",)):
+        if _call(node, CAT):
             parts = node.args[0]
             dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
             ndim = len(g.shape(node) or ())
