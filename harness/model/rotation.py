@@ -20,8 +20,10 @@ from typing import Any
 import torch
 from torch import fx
 
+from harness.model.graph_ops import MUL
+from harness.model.graph_ops import calls as _call
+
 ADD = {operator.add, torch.add, torch.Tensor.add}
-MUL = {operator.mul, torch.mul, torch.Tensor.mul}
 NEG = {operator.neg, torch.neg, torch.Tensor.neg}
 CAT = {torch.cat, torch.concat}
 
@@ -38,14 +40,6 @@ class Rotation:
     sin: torch.Tensor | fx.Node
     transposed: bool  # x is the view transposed to (b, heads, t, D)
     computed: bool = False  # cos/sin are computed in forward: per_token_rows at each call
-
-
-def _call(node: Any, fns: set, methods: tuple[str, ...] = ()) -> bool:
-    if not isinstance(node, fx.Node):
-        return False
-    if node.op == "call_function":
-        return node.target in fns
-    return node.op == "call_method" and node.target in methods
 
 
 def _half_of(node: Any, x: fx.Node, half: int) -> str:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import operator
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,8 @@ from harness.model.classify import (
     problem_for_module,
     validated,
 )
+from harness.model.graph_ops import MUL
+from harness.model.graph_ops import calls as _is
 from harness.model.rotation import Rotation
 from kernels.ops.matmul.op import TF32, is_tf32
 from kernels.ops.qkv_rotary.op import BIAS
@@ -59,7 +61,6 @@ from kernels.problem import Problem
 
 LINEAR = {torch._C._nn.linear, F.linear}
 SILU = {F.silu, torch._C._nn.silu, torch.ops.aten.silu.default}
-MUL = {operator.mul, torch.mul, torch.Tensor.mul}
 RESHAPE_METHODS = {"view", "reshape"}
 RESHAPE_FNS = {torch.reshape}
 SDPA = {torch._C._nn.scaled_dot_product_attention, F.scaled_dot_product_attention}
@@ -184,14 +185,6 @@ def _module_call(node: fx.Node) -> tuple[str, str] | None:
         return None
     key, (path, _cls) = list(stack.items())[-1]
     return key, module_path(path)
-
-
-def _is(node, fns: set, methods: Iterable[str] = ()) -> bool:
-    if not isinstance(node, fx.Node):
-        return False
-    if node.op == "call_function":
-        return node.target in fns
-    return node.op == "call_method" and isinstance(node.target, str) and node.target in methods
 
 
 def _only_user(node: fx.Node) -> fx.Node | None:
