@@ -85,6 +85,32 @@ class TierStats:
         return {**asdict(self), "per_gpu_hour": self.per_gpu_hour}
 
 
+@dataclass(frozen=True)
+class FinalStep:
+    """How the search ended, to read where a run's last minute went: when it stopped, what it
+    had kept back for its last verification, and what that verification was given and took.
+    Two of 16 tasks on 4x H200 lost their final verification to its deadline with no way to
+    tell the search's overrun from the compile-ahead wait (results/worker_scaling_h200x4_together.json)."""
+
+    stopped_s: float  # run time when the search stopped
+    reserve_s: float  # kept back for the last verification at that moment
+    timeout_s: float = 0.0  # given to the last verification (0: none ran)
+    wall_s: float = 0.0  # its evaluate() call, the wait for its compile ahead included
+    harness_s: float = 0.0  # the harness's own duration of it
+    verdict: str = ""  # the harness's verdict, or why none ran
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FinalStep:
+        return cls(
+            stopped_s=float(data.get("stopped_s", 0.0)),
+            reserve_s=float(data.get("reserve_s", 0.0)),
+            timeout_s=float(data.get("timeout_s", 0.0)),
+            wall_s=float(data.get("wall_s", 0.0)),
+            harness_s=float(data.get("harness_s", 0.0)),
+            verdict=str(data.get("verdict", "")),
+        )
+
+
 @dataclass
 class SearchStats:
     """Where a run stands: screened vs fully verified, each tier's throughput, where the time
@@ -103,6 +129,7 @@ class SearchStats:
     families: dict[str, dict[str, Any]] = field(default_factory=dict)
     outcome: str = ""  # at the end: "verified" (a verified best beats every baseline) or "baseline"
     outcome_reason: str = ""
+    final: FinalStep | None = None  # at the end
 
     def time_breakdown(self) -> dict[str, float]:
         """Seconds per kind of work; compiling runs on the CPU alongside the rest."""
@@ -130,6 +157,7 @@ class SearchStats:
             "families": self.families,
             "outcome": self.outcome,
             "outcome_reason": self.outcome_reason,
+            "final": asdict(self.final) if self.final else None,
         }
 
     @classmethod
@@ -155,6 +183,7 @@ class SearchStats:
             families=dict(data.get("families") or {}),
             outcome=str(data.get("outcome", "")),
             outcome_reason=str(data.get("outcome_reason", "")),
+            final=FinalStep.from_dict(data["final"]) if data.get("final") else None,
         )
 
 

@@ -9,6 +9,7 @@ verified best when it beats the fastest baseline beyond noise, else the baseline
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import Any, Literal
 
 from langgraph.runtime import Runtime
@@ -16,8 +17,9 @@ from langgraph.types import Command
 
 from agents import stopping, tiers
 from agents.context import RunContext
+from agents.evaluator import end_search
 from agents.nodes.judge import recorded, run_attempt
-from agents.reporting import SearchStats
+from agents.reporting import FinalStep, SearchStats
 from agents.state import OptimizeState, Pending, StopReason, Tier
 from harness.screen import ScreenPoint, render
 
@@ -31,8 +33,11 @@ def finish(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Litera
     broken = state.get("stop_reason") in (StopReason.CANCELLED, StopReason.HARNESS_ERRORS)
     cap = ctx.config.budget.max_attempts
     capped = cap is not None and state.get("next_index", 0) >= cap
+    end_search(ctx.evaluator)
+    final = FinalStep(stopped_s=ctx.elapsed(), reserve_s=stopping.reserve(state, ctx))
     if challenger is not None and not (broken or capped) and not ctx.reporter.cancel_requested():
         timeout = stopping.final_timeout(state, ctx)
+        final = replace(final, timeout_s=timeout, verdict="no time was left for it")
         if timeout >= 0.5 * stopping.verify_estimate(state, ctx):
             best = state.get("best")
             _, source = render(ctx.problem, ScreenPoint(challenger["family"], challenger["params"]))
@@ -53,13 +58,21 @@ def finish(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Litera
                 llm_cost_usd=0.0,
                 error="",
             )
+            began = ctx.elapsed()
             attempt, tier_runs = run_attempt(state, ctx, item)
+            evaluation = attempt.evaluation
+            final = replace(
+                final,
+                wall_s=ctx.elapsed() - began,
+                harness_s=evaluation.duration_s if evaluation else 0.0,
+                verdict=evaluation.verdict.value if evaluation else attempt.reason,
+            )
             update.update(recorded(state, ctx, attempt, tier_runs))
     after: OptimizeState = {**state, **update}  # type: ignore[typeddict-item]
     result = tiers.outcome(after, ctx.config, _why_none(after, ctx))
     stats = SearchStats.from_dict(after.get("stats") or {})
     stats.outcome, stats.outcome_reason = result.kind, result.reason
-    stats.elapsed_s = ctx.elapsed()
+    stats.elapsed_s, stats.final = ctx.elapsed(), final
     ctx.reporter.search(stats)
     update.update(outcome=result.to_dict(), stats=stats.to_dict(), elapsed_s=ctx.elapsed())
     return Command(goto="__end__", update=update)

@@ -82,6 +82,7 @@ class FakeEvaluator:
         self.screened_verdicts: list[Verdict] = []  # their screen verdicts
         self.timeouts: list[float] = []  # timeout_s of every evaluate()
         self.waiting: list[ScreenPoint] = []  # handed to the screen, not screened yet
+        self.search_ended_at: int | None = None  # evaluations made before end_search()
 
     def screen(
         self,
@@ -179,6 +180,9 @@ class FakeEvaluator:
     def prefetch_final(self, candidate: Candidate, problem: Problem) -> None:
         # (id, evaluations before it): compiled ahead for the final verification, and when
         self.finals_ahead.append((candidate.id, len(self.calls)))
+
+    def end_search(self) -> None:
+        self.search_ended_at = len(self.calls)
 
     def close(self) -> None:
         return None

@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from agents import Budget, OptimizeConfig, optimize
-from agents.reporting import AttemptVerdict
+from agents.reporting import AttemptVerdict, SearchStats
 from agents.tests.fakes import FakeEvaluator, ListReporter, block_m_score, constants
 from harness.results import Verdict
 from kernels import get_op, parse_problem
@@ -142,6 +142,25 @@ def test_the_first_round_is_begun_in_whatever_time_is_left_later_ones_need_a_sta
     )
     assert 0 < len(evaluator.screened) <= 18  # 9 s at 0.5 s a point
     assert len(evaluator.verified) == 1 and result.gpu_s <= 15.0
+
+
+def test_the_search_drops_its_queued_compiles_before_the_final_verification_and_says_how_it_ended():
+    # The final verification's judge compiles too: screen compiles nothing will screen must
+    # not hold the CPU cores meanwhile. The run's last search record says when the search
+    # stopped, what it had kept back, and what the final verification got and took.
+    evaluator, reporter = FakeEvaluator(spread_score, screen_s=0.5, verify_s=10.0), ListReporter()
+    result = optimize(
+        PROBLEM,
+        config(evaluator, budget=Budget(wall_s=None, gpu_s=40.0), finalists=1, screen_batch=16),
+        reporter,
+    )
+    assert evaluator.search_ended_at == len(evaluator.calls) - 1  # just before the final one
+    final = reporter.searches[-1].final
+    assert final is not None and final.verdict == "passed"
+    assert final.reserve_s == pytest.approx(1.2 * 10.0)  # no verification before: the estimate
+    assert final.timeout_s >= final.reserve_s and final.harness_s == 10.0
+    assert 0.0 <= final.stopped_s <= final.stopped_s + final.wall_s <= result.elapsed_s
+    assert SearchStats.from_dict(reporter.searches[-1].to_dict()).final == final
 
 
 def test_a_budget_too_short_for_a_verification_ends_with_the_baseline_and_why():
