@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from langgraph.runtime import Runtime
 from langgraph.types import Command
@@ -114,17 +114,27 @@ def judge(
     return Command(goto="planner", update=update)
 
 
+class TierRun(NamedTuple):
+    """One harness call of an attempt: its tier, whether it passed, the harness's duration
+    (GPU time, counted against the GPU cap) and the call's wall time (the wait for its compile
+    ahead included: what a final verification's reserve has to cover)."""
+
+    tier: str
+    passed: bool
+    seconds: float
+    wall_s: float
+
+
 def run_attempt(
     state: OptimizeState, ctx: RunContext, item: Pending
-) -> tuple[Attempt, list[tuple[str, bool, float]]]:
-    """Judge one candidate; returns its Attempt and the tiers it went through
-    [(tier, passed, harness seconds)] for the run's counts."""
+) -> tuple[Attempt, list[TierRun]]:
+    """Judge one candidate; returns its Attempt and the harness calls it took."""
     index = state.get("next_index", 0)
     best = state.get("best")
     seen = state.get("seen", {})
     candidate = ctx.candidate(item["source"], item["family"], item["origin"], item["params"])
     evaluation: Evaluation | None = None
-    tiers: list[tuple[str, bool, float]] = []
+    tiers: list[TierRun] = []
     if item["error"]:
         decision = Decision(AttemptVerdict.INFRA_ERROR, _one_line(item["error"]), None)
     elif candidate.id in seen:
@@ -133,10 +143,14 @@ def run_attempt(
         two_step = item["tier"] == Tier.CHECK.value and ctx.config.full_protocol
         if two_step:  # untrusted: the sandboxed quick protocol first
             timeout = stopping.step_timeout(state, ctx)
-            evaluation, seconds, decision = _evaluate(ctx, candidate, best, timeout, full=False)
-            tiers.append((Tier.CHECK.value, evaluation is not None and evaluation.ok, seconds))
+            evaluation, seconds, wall, decision = _evaluate(
+                ctx, candidate, best, timeout, full=False
+            )
+            tiers.append(
+                TierRun(Tier.CHECK.value, evaluation is not None and evaluation.ok, seconds, wall)
+            )
         if not two_step or decision.verdict is AttemptVerdict.KEPT:
-            timeout = stopping.final_timeout(state, ctx) - sum(s for *_, s in tiers)
+            timeout = stopping.final_timeout(state, ctx) - sum(t.seconds for t in tiers)
             if timeout < 0.5 * stopping.verify_estimate(state, ctx):
                 no_time = "no time was left to verify it with the full protocol"
                 decision = (
@@ -145,8 +159,11 @@ def run_attempt(
                     else Decision(AttemptVerdict.INFRA_ERROR, f"not verified: {no_time}", None)
                 )
             else:
-                evaluation, seconds, decision = _evaluate(ctx, candidate, best, timeout, full=True)
-                tiers.append((Tier.VERIFY.value, evaluation is not None and evaluation.ok, seconds))
+                evaluation, seconds, wall, decision = _evaluate(
+                    ctx, candidate, best, timeout, full=True
+                )
+                passed = evaluation is not None and evaluation.ok
+                tiers.append(TierRun(Tier.VERIFY.value, passed, seconds, wall))
     kept = decision.verdict is AttemptVerdict.KEPT
     attempt = Attempt(
         index=index,
@@ -157,14 +174,14 @@ def run_attempt(
         evaluation=evaluation,
         speedup=decision.speedup,
         best_speedup=decision.speedup if kept else (best["speedup"] if best else None),
-        gpu_s=sum(s for *_, s in tiers),
+        gpu_s=sum(t.seconds for t in tiers),
         elapsed_s=ctx.elapsed(),
     )
     return attempt, tiers
 
 
 def recorded(
-    state: OptimizeState, ctx: RunContext, attempt: Attempt, tiers: list[tuple[str, bool, float]]
+    state: OptimizeState, ctx: RunContext, attempt: Attempt, tiers: list[TierRun]
 ) -> dict[str, Any]:
     """Report the attempt (once per index) and derive the state update from it."""
     if attempt.index not in ctx.reported:
@@ -172,10 +189,10 @@ def recorded(
         ctx.reported.add(attempt.index)
     stats = state.get("stats") or {}
     verify_seconds = list(state.get("verify_seconds", []))
-    for tier, passed, seconds in tiers:
-        stats = counted(stats, tier, candidates=1, passed=int(passed), gpu_s=seconds)
-        if tier == Tier.VERIFY.value and attempt.evaluation is not None:
-            verify_seconds = [*verify_seconds, seconds][-16:]
+    for run in tiers:
+        stats = counted(stats, run.tier, candidates=1, passed=int(run.passed), gpu_s=run.seconds)
+        if run.tier == Tier.VERIFY.value and attempt.evaluation is not None:
+            verify_seconds = [*verify_seconds, max(run.seconds, run.wall_s)][-16:]
     screened = dict(state.get("screened", {}))
     key = _point_key(attempt.item)
     if key in screened:
@@ -198,18 +215,18 @@ def recorded(
 
 def _evaluate(
     ctx: RunContext, candidate, best: Best | None, timeout: float, *, full: bool
-) -> tuple[Evaluation | None, float, Decision]:
+) -> tuple[Evaluation | None, float, float, Decision]:
+    """(evaluation, harness seconds, wall seconds of the call, decision)."""
     started = time.monotonic()
     try:
         evaluation = ctx.evaluator.evaluate(candidate, ctx.problem, timeout_s=timeout, full=full)
     except Exception as exc:  # the harness failed, not the candidate
-        return (
-            None,
-            time.monotonic() - started,
-            Decision(AttemptVerdict.INFRA_ERROR, f"harness error: {_one_line(str(exc))}", None),
-        )
-    seconds = evaluation.duration_s or (time.monotonic() - started)
-    return evaluation, seconds, decide(evaluation, best, ctx.config)
+        wall = time.monotonic() - started
+        why = f"harness error: {_one_line(str(exc))}"
+        return None, wall, wall, Decision(AttemptVerdict.INFRA_ERROR, why, None)
+    wall = time.monotonic() - started
+    seconds = evaluation.duration_s or wall
+    return evaluation, seconds, wall, decide(evaluation, best, ctx.config)
 
 
 def _point_key(item: Pending) -> str:

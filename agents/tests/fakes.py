@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,7 @@ class FakeEvaluator:
         screen_s: float = 0.001,
         verify_s: float = 0.01,
         screen_regime: Regime = Regime.INTERPRETER,  # OFFLINE: the screen timed GPU time
+        wait_s: float = 0.0,  # slept in every evaluate(), like a wait for its compile ahead
     ) -> None:
         self.score = score
         self.screen_regime = screen_regime
@@ -72,6 +74,7 @@ class FakeEvaluator:
         self.screen_s = screen_s
         self.screen_min_s = screen_s  # a round is begun when one point fits
         self.verify_s = verify_s
+        self.wait_s = wait_s
         self.calls: list[str] = []  # every evaluate() (quick checks and full verifications)
         self.profiled: list[str] = []
         self.prefetched: list[str] = []
@@ -138,6 +141,7 @@ class FakeEvaluator:
     ) -> Evaluation:
         self.calls.append(candidate.id)
         self.timeouts.append(timeout_s)
+        time.sleep(self.wait_s)
         if full:
             self.verified.append(candidate.id)
         if self.crash_at_call is not None and len(self.calls) == self.crash_at_call:

@@ -163,6 +163,22 @@ def test_the_search_drops_its_queued_compiles_before_the_final_verification_and_
     assert SearchStats.from_dict(reporter.searches[-1].to_dict()).final == final
 
 
+def test_the_final_verifications_reserve_covers_the_wait_for_its_compile_ahead():
+    # The final verification's timeout covers the whole call, the wait for its compiles
+    # included; the reserve measured from earlier verifications counted only the harness's
+    # part, and two finals on 4x H200 were killed at their deadline (issue 26).
+    evaluator = FakeEvaluator(spread_score, screen_s=0.5, verify_s=0.2, wait_s=0.5)
+    reporter = ListReporter()
+    optimize(
+        PROBLEM,
+        config(evaluator, budget=Budget(wall_s=None, gpu_s=20.0), finalists=1, screen_batch=16),
+        reporter,
+    )
+    assert evaluator.verified  # the reserve was measured before the search stopped
+    final = reporter.searches[-1].final
+    assert final is not None and final.reserve_s >= 1.2 * 0.5  # not 1.2 * 0.2
+
+
 def test_a_budget_too_short_for_a_verification_ends_with_the_baseline_and_why():
     evaluator, reporter = FakeEvaluator(block_m_score, verify_s=60.0), ListReporter()
     result = optimize(PROBLEM, config(evaluator, budget=Budget(wall_s=None, gpu_s=30.0)), reporter)
