@@ -413,8 +413,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--together",
         action="store_true",
-        help="start the runs at once (each on its own GPUs and --cpus): a 4-GPU host gives the"
-        " one-GPU and the two-GPU machine in one session's time",
+        help="start the runs at once (each on its own GPUs and --cpus). Not for the scaling"
+        " number: the runs still share the host (disk, memory, caches), and on 4x H200 the"
+        " same tasks ran slower beside the other run (results/worker_scaling_h200x4_together"
+        ".json); a plumbing check only",
     )
     parser.add_argument("--gpu-minutes", type=int, default=16, help="the job's GPU budget")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds a run may take")
