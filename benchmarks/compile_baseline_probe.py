@@ -15,13 +15,10 @@ the most cumulative time.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 _ONE = r"""
 import cProfile, io, json, pstats, sys, time
@@ -80,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--out")
     args = parser.parse_args(argv)
-    from benchmarks.model_job import _versions
+    from benchmarks import results_record
 
     problem_args = [args.op, args.shape, args.dtype, args.layout]
     runs = []
@@ -89,14 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         print(i, json.dumps({k: v for k, v in runs[-1].items() if k != "top_cumulative"}))
     result = {
         "what": "the judge's torch.compile baseline build, fresh interpreter per run, cProfiled",
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "versions": _versions(),
-        "command": "python3 -m benchmarks.compile_baseline_probe "
-        + shlex.join(argv or sys.argv[1:]),
+        **results_record.stamp("benchmarks.compile_baseline_probe", argv or sys.argv[1:]),
         "runs": runs,
     }
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    results_record.write(result, args.out)
     return 0
 
 

@@ -18,11 +18,7 @@ way with the kernels over the best baseline.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import platform
-import shlex
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -30,6 +26,7 @@ from typing import Any, TextIO
 
 from agents import fit
 from agents.amdahl import Plan, make_plan, predicted_from_measured
+from benchmarks import results_record
 from harness.model import ModelProfile, Winner, profile_model, verify_model
 from harness.model.screen import POINTS_PER_PROBLEM, screen_problems
 from kernels.problem import Problem
@@ -231,33 +228,6 @@ def run_model_job(
     return out
 
 
-def _versions() -> dict[str, str]:
-    """Device, driver and library versions of this machine (nvidia-smi, not a CUDA context:
-    the model itself only ever runs in the sandboxed children)."""
-    import torch
-
-    info = {"python": platform.python_version(), "torch": torch.__version__}
-    try:
-        import triton
-
-        info["triton"] = triton.__version__
-    except ImportError:
-        info["triton"] = "absent"
-    info["cuda"] = str(torch.version.cuda)
-    try:
-        smi = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        name, driver = (part.strip() for part in smi.stdout.splitlines()[0].split(",", 1))
-        info |= {"device": name, "driver": driver}
-    except (OSError, IndexError, ValueError, subprocess.SubprocessError):
-        info |= {"device": "cpu", "driver": "none"}
-    return info
-
-
 def end_to_end_table(e2e: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per way the model ran: median forward back to back (OFFLINE) and one call at
     a time (SERVER), compile seconds, outputs within tolerance, or the error."""
@@ -313,9 +283,7 @@ def record(result: dict[str, Any], name: str, argv: list[str]) -> dict[str, Any]
     """A benchmarks/results/ entry: what ran, where, when, and the result."""
     return {
         "name": name,
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "versions": _versions(),
-        "command": "python3 -m benchmarks.model_job " + shlex.join(argv),
+        **results_record.stamp("benchmarks.model_job", argv),
         "summary": summarize(result),
         "result": result,
     }

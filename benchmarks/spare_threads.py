@@ -9,7 +9,6 @@ imports the ones before it, so every count and time is that import's own:
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import subprocess
 import sys
@@ -44,7 +43,7 @@ print(json.dumps({"threads": len(names), "names": names, "import_s": round(secon
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks.model_job import _versions
+    from benchmarks import results_record
     from harness.sandbox.process import child_env
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.spare_threads")
@@ -63,13 +62,10 @@ def main(argv: list[str] | None = None) -> int:
             print(name, rows[name], flush=True)
     result = {
         "what": "threads after each import a judge spare makes, in the spare's environment",
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "versions": _versions(),
-        "command": "python -m benchmarks.spare_threads " + " ".join(argv or sys.argv[1:]),
+        **results_record.stamp("benchmarks.spare_threads", argv or sys.argv[1:]),
         "imports": rows,
     }
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    results_record.write(result, args.out)
     return 0
 
 

@@ -17,17 +17,14 @@ phases (`judge_s`); the summary has medians.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import shlex
 import statistics
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
-from benchmarks.model_job import _versions
+from benchmarks import results_record
 from benchmarks.pools import pool_for, valid_points
 
 
@@ -124,17 +121,13 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "what": "full verifications (agent's final protocol) one after another, by phase",
         "problem": problem.key,
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "versions": _versions(),
-        "command": "python3 -m benchmarks.verify_cost " + shlex.join(argv or sys.argv[1:]),
+        **results_record.stamp("benchmarks.verify_cost", argv or sys.argv[1:]),
         "warm_up_s": warm_s,
         "summary": summary(rows),
         "candidates": rows,
     }
     print(json.dumps(result["summary"], indent=1))
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    results_record.write(result, args.out)
     return 0
 
 
