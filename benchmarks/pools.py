@@ -17,12 +17,19 @@ from kernels.problem import Family, Op, Problem
 
 
 def pool_for(
-    op_name: str, problem: Problem, limit: int | None = None
+    op_name: str, problem: Problem, limit: int | None = None, *, library: bool = False
 ) -> list[tuple[str | None, dict]]:
     """(family name or None for the op's first family, partial params) pairs; with `limit`,
-    only the first `limit` (the starting points are best first): a bounded search."""
+    only the first `limit` (the starting points are best first): a bounded search. With
+    `library`, then every built point of this machine's kernel library that fits the problem
+    (harness/library.py: loaded, not compiled; the brute force issue 24 holds the agent to)."""
     points: list[tuple[str | None, dict]] = list(get_op(op_name).starting_points(problem))
-    return (points or [(None, {})])[:limit]  # defaults only (attention, swiglu, ...)
+    points = (points or [(None, {})])[:limit]  # defaults only (attention, swiglu, ...)
+    if library:
+        from harness import library as machine_library
+
+        points += [(p["family"], p["params"]) for p in machine_library.points_for(problem)]
+    return points
 
 
 def family_of(op: Op, name: str | None) -> Family:

@@ -1,13 +1,8 @@
 #!/usr/bin/env bash
 # Issue 19 on a device machine of several GPUs, as run for benchmarks/results/worker_scaling_*.json:
 #   benchmarks/worker_scaling_gpu.sh OUT_DIR [python -m benchmarks.worker_scaling arguments]
-# The GPU image has torch and triton but not the server side, so the call carries it:
-#   .whl/site312.tar.xz   requirements.txt's packages for Python 3.12 less torch, triton, numpy,
-#                         litellm (no LLM is configured; agents/llm.py is never imported), ncu-report
-#                         (the image's Nsight Compute ships ncu_report) and what the image has
-#   .whl/nvidia_cutlass-4.2.0.0-py3-none-any.whl   the CUTLASS headers
-#   .whl/redis.tar.xz     .redis/: a redis-server build and the libraries it needs beyond the image's
-#   .sandbox-bin/         bubblewrap for the sandbox, where the image has none (harness/tests/gpu_run.sh)
+# The GPU image has torch and triton but not the server side, so the call carries it
+# (benchmarks/device_env.sh says what).
 # Start it with setsid so it outlives the device call that starts it; OUT_DIR/run.log shows
 # progress and OUT_DIR/worker_scaling.json is the result. It runs from a copy of the checkout:
 # each later device call re-sends the working tree, which would swap files under a running job.
@@ -16,26 +11,7 @@ out=$1
 shift
 mkdir -p "$out"
 rm -rf /tmp/kf-scaling-repo && cp -a . /tmp/kf-scaling-repo && cd /tmp/kf-scaling-repo || exit 1
-if ! python3 -c "import django, celery" 2>/dev/null; then
-    mkdir -p /tmp/site && tar -xJf .whl/site312.tar.xz -C /tmp/site || exit 1
-    for w in .whl/*.whl; do
-        [ -e "$w" ] && { python3 -m pip install -q --no-index --no-deps --target /tmp/site "$w" || exit 1; }
-    done
-    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-if ! python3 -c "import ncu_report" 2>/dev/null && command -v ncu >/dev/null; then
-    export PYTHONPATH=$PYTHONPATH:$(dirname "$(readlink -f "$(command -v ncu)")")/extras/python
-fi
-[ -d .redis ] || [ ! -e .whl/redis.tar.xz ] || tar -xJf .whl/redis.tar.xz || exit 1
-if ! command -v redis-server >/dev/null; then
-    mkdir -p /tmp/redis-bin
-    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$PWD/.redis" "$PWD/.redis/redis-server" \
-        >/tmp/redis-bin/redis-server
-    chmod +x /tmp/redis-bin/redis-server
-    export PATH=/tmp/redis-bin:$PATH
-fi
-if ! command -v bwrap >/dev/null && [ -x .sandbox-bin/bwrap ]; then export KF_BWRAP=$PWD/.sandbox-bin/bwrap; fi
-export PYTHONUNBUFFERED=1
+source benchmarks/device_env.sh || exit 1
 python3 -m benchmarks.worker_scaling --out "$out/worker_scaling.json" "$@" >"$out/stdout.json" \
     2>"$out/run.log"
 echo "exit $? at $(date -u +%FT%TZ)" >>"$out/run.log"

@@ -1,0 +1,281 @@
+"""Issue 24's measurement on one machine: per shape of a named set, what the agent exports
+against what brute force over the machine's warm kernel library finds.
+
+    python -m benchmarks.both_ways --set unseen --names moe_dsv3_up,pre_dsv3_kva \\
+        --budget 4m [--build-minutes 14] --out DIR
+
+1. The library: `python -m harness.library build` for the shapes' classes, up to
+   --build-minutes (0: use what is built), its report kept (builds, CPU seconds, disk,
+   failures).
+2. Each shape, one after the other (one GPU): `python -m agents optimize` at --budget, as a
+   cold job with a warm library: a fresh cache holding only the machine's facts (ceilings, the
+   cuBLASLt build) and the library's builds, so nothing an earlier run compiled helps it.
+3. Then each shape's brute force, `python -m benchmarks --library` on the machine's cache: the
+   class's starting pool plus every built library point, gated and timed against every
+   baseline (torch, cuBLASLt, torch.compile max-autotune). Run after all the agents, so the
+   builds it adds never warm an agent's job.
+4. DIR/both_ways.json: the build and, per shape, both outcomes side by side; DIR holds each
+   run's own output (agent-NAME.jsonl, bench-NAME.json) and log.log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks import results_record
+from kernels.shapes import SET_NAMES, NamedProblem, problem_set
+
+ROOT = Path(__file__).resolve().parents[1]
+# The agent's export counts as reaching the brute force's when it is within this fraction of
+# it: run-to-run spread of two separate timings of one kernel (wider under 20 us).
+NOISE = 0.03
+
+
+@dataclass(frozen=True)
+class Side:
+    """One way's outcome on a shape. `exported` is what a user gets against torch.matmul: the
+    kernel's speedup when it beat every baseline, else 1.00 (PyTorch kept)."""
+
+    exported: float
+    family: str | None
+    speedups: dict[str, float]  # the kept (or best verified) kernel vs each baseline
+    reason: str
+    wall_s: float
+
+
+@dataclass(frozen=True)
+class AgentRun(Side):
+    screened: int = 0
+    fully_verified: int = 0
+    compile_wait_s: float = 0.0
+    families: dict[str, Any] = field(default_factory=dict)  # what the screen saw per family
+
+
+@dataclass(frozen=True)
+class BruteForce(Side):
+    points: int = 0  # tried (pool and library)
+    library_points: int = 0
+
+
+@dataclass(frozen=True)
+class ShapeResult:
+    name: str
+    shape: str
+    agent: AgentRun | None
+    brute_force: BruteForce | None
+
+    @property
+    def agent_reaches_brute_force(self) -> bool | None:
+        if self.agent is None or self.brute_force is None:
+            return None
+        return self.agent.exported >= self.brute_force.exported * (1 - NOISE)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "agent_reaches_brute_force": self.agent_reaches_brute_force}
+
+
+def classes_of(entries: list[NamedProblem]) -> list[str]:
+    from harness.library import class_of
+
+    return sorted({class_of(e.problem) for e in entries})
+
+
+def build_library(classes: list[str], minutes: float, out: Path, log) -> dict[str, Any]:
+    report = out / "library_build.json"
+    command = [sys.executable, "-m", "harness.library", "build", "--classes", ",".join(classes)]
+    command += ["--minutes", str(minutes), "--out", str(report)]
+    _run(command, log)
+    return json.loads(report.read_text()) if report.exists() else {"error": "no build report"}
+
+
+def seeded_cache(machine: Path, dest: Path) -> Path:
+    """A fresh cache with the machine's facts and its library's builds (hard links: the
+    library's files are never written again, and a new build goes beside them)."""
+    from benchmarks.worker_scaling import seeded_cache as facts_only
+    from harness.compile_cache import cuda_ext_dir
+
+    facts_only(machine, dest)
+    if (machine / "library").is_dir():
+        shutil.copytree(machine / "library", dest / "library")
+    built = machine / cuda_ext_dir().name
+    if built.is_dir():
+        shutil.copytree(built, dest / built.name, copy_function=_link_or_copy)
+    return dest
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # another file system
+        shutil.copy2(src, dst)
+
+
+def run_agent(entry: NamedProblem, budget: str, machine: Path, out: Path, log) -> AgentRun:
+    p = entry.problem
+    name = _file_name(entry)
+    cache = out / "caches" / name
+    shutil.rmtree(cache, ignore_errors=True)
+    seeded_cache(machine, cache)
+    command = [sys.executable, "-m", "agents", "optimize", "--op", p.op]
+    command += ["--shape", "x".join(map(str, p.shape)), "--dtype", p.dtype, "--layout", p.layout]
+    command += ["--budget", budget, "--no-progress", "--checkpoint", ""]
+    jsonl = out / f"agent-{name}.jsonl"
+    started = time.monotonic()
+    with open(jsonl, "w") as stdout:
+        _run(command, log, stdout=stdout, env={"KF_CACHE_DIR": str(cache)})
+    wall = time.monotonic() - started
+    shutil.rmtree(cache, ignore_errors=True)
+    lines = [json.loads(x) for x in jsonl.read_text().splitlines() if x.strip()]
+    summary: dict[str, Any] = next((d for d in reversed(lines) if d.get("event") == "summary"), {})
+    return agent_side(summary, wall)
+
+
+def agent_side(summary: dict[str, Any], wall: float) -> AgentRun:
+    """The agent's side from its CLI's summary line ({} when it wrote none)."""
+    speedups = {k: float(v) for k, v in (summary.get("final_speedups") or {}).items()}
+    kept = summary.get("outcome") == "verified"
+    return AgentRun(
+        exported=speedups.get("torch", 1.0) if kept else 1.0,
+        family=(summary.get("best") or {}).get("family"),
+        speedups=speedups,
+        reason=str(summary.get("outcome_reason") or summary.get("stop_reason") or "no summary"),
+        wall_s=round(wall, 1),
+        screened=int(summary.get("screened") or 0),
+        fully_verified=int(summary.get("fully_verified") or 0),
+        compile_wait_s=float((summary.get("time_s") or {}).get("compile_wait", 0.0)),
+        families=dict(summary.get("families") or {}),
+    )
+
+
+def run_brute_force(
+    entry: NamedProblem, set_name: str, machine: Path, out: Path, log
+) -> BruteForce:
+    report = out / f"bench-{_file_name(entry)}.json"
+    command = [sys.executable, "-m", "benchmarks", "--set", set_name, "--names", entry.name]
+    command += ["--library", "--precompile", str(max(1, (os.cpu_count() or 4) - 2))]
+    command += ["--regimes", "offline", "--out", str(report)]
+    started = time.monotonic()
+    _run(command, log, env={"KF_CACHE_DIR": str(machine)})
+    wall = time.monotonic() - started
+    results = json.loads(report.read_text())["results"] if report.exists() else []
+    mine = next((r for r in results if r["name"] == entry.name), None)
+    return brute_force_side(mine, wall, _library_count(entry, machine))
+
+
+def brute_force_side(result: dict[str, Any] | None, wall: float, library_points: int) -> BruteForce:
+    """The brute force's side from its shape's entry in `python -m benchmarks`' report."""
+    if result is None:
+        return BruteForce(1.0, None, {}, "no benchmark result", round(wall, 1))
+    verdict = result.get("verdict") or {}
+    offline = (result.get("speedups") or {}).get("offline") or {}
+    return BruteForce(
+        exported=float(verdict.get("exported") or 1.0),
+        family=result.get("family") or None,
+        speedups={k: float(v["synced"]) for k, v in offline.items()},
+        reason=str(verdict.get("reason") or (result.get("error") or "")[-300:]),
+        wall_s=round(wall, 1),
+        points=len(result.get("tried") or []),
+        library_points=library_points,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.both_ways", description=__doc__)
+    parser.add_argument("--set", default="unseen", choices=SET_NAMES)
+    parser.add_argument("--names", default="", help="comma-separated substrings of shape names")
+    parser.add_argument("--budget", default="4m", help="the agent's budget per shape")
+    parser.add_argument("--build-minutes", type=float, default=0.0)
+    parser.add_argument("--no-brute-force", action="store_true", help="the agent side only")
+    parser.add_argument("--out", required=True, help="a folder")
+    args = parser.parse_args(argv)
+    from benchmarks.worker_scaling import warm_machine
+
+    names = [n for n in args.names.split(",") if n]
+    entries = [
+        e
+        for e in problem_set(args.set)
+        if e.problem.op == "matmul" and (not names or any(n in e.name for n in names))
+    ]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    record: dict[str, Any] = results_record.stamp("benchmarks.both_ways", argv or sys.argv[1:])
+    record["shapes"] = [e.name for e in entries]
+    with open(out / "log.log", "a") as log:
+        # What a worker keeps from its first job (ceilings, the cuBLASLt build): every agent's
+        # cold cache starts with it, as a worker's jobs do.
+        started = time.monotonic()
+        machine = warm_machine(os.environ.get("CUDA_VISIBLE_DEVICES", "0"))
+        record["machine_warm_up_s"] = round(time.monotonic() - started, 1)
+        if args.build_minutes > 0:
+            record["library_build"] = build_library(
+                classes_of(entries), args.build_minutes, out, log
+            )
+        results = {e.name: ShapeResult(e.name, _shape(e), None, None) for e in entries}
+        for e in entries:
+            agent = run_agent(e, args.budget, machine, out, log)
+            results[e.name] = ShapeResult(e.name, _shape(e), agent, None)
+            _write(record, results, out)
+        for e in [] if args.no_brute_force else entries:
+            brute = run_brute_force(e, args.set, machine, out, log)
+            results[e.name] = ShapeResult(e.name, _shape(e), results[e.name].agent, brute)
+            _write(record, results, out)
+    print(json.dumps(record.get("summary"), indent=1))
+    return 0
+
+
+def _write(record: dict[str, Any], results: dict[str, ShapeResult], out: Path) -> None:
+    """Written after every run: a call cut short keeps what it measured."""
+    rows = [r.to_dict() for r in results.values()]
+    compared = [r.agent_reaches_brute_force for r in results.values()]
+    record["results"] = rows
+    record["summary"] = {
+        "shapes": len(rows),
+        "agent_reaches_brute_force": sum(c is True for c in compared),
+        "compared": sum(c is not None for c in compared),
+        "noise": NOISE,
+    }
+    results_record.write(record, str(out / "both_ways.json"))
+
+
+def _run(command: list[str], log, *, stdout=None, env: dict[str, str] | None = None) -> int:
+    log.write(f"== {time.strftime('%H:%M:%S')} {' '.join(command)}\n")
+    log.flush()
+    proc = subprocess.run(
+        command,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout or log,
+        stderr=log,
+        env={**os.environ, **(env or {})},
+    )
+    log.write(f"== exit {proc.returncode}\n")
+    log.flush()
+    return proc.returncode
+
+
+def _library_count(entry: NamedProblem, machine: Path) -> int:
+    from harness import library
+
+    manifest = machine / "library" / library.manifest_path().name
+    return len(library.points_for(entry.problem, manifest=manifest))
+
+
+def _shape(entry: NamedProblem) -> str:
+    return "x".join(map(str, entry.problem.shape))
+
+
+def _file_name(entry: NamedProblem) -> str:
+    return entry.name.replace("/", "_")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

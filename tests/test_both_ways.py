@@ -1,0 +1,114 @@
+"""Issue 24's measurement (benchmarks/both_ways.py): the brute force's pool takes the machine's
+built library points, an agent's job starts cold but for the machine's facts and library, and
+each side's outcome is read as a user gets it. The runs themselves need a GPU (a device run)."""
+
+import os
+
+import pytest
+
+from benchmarks.both_ways import AgentRun, ShapeResult, agent_side, brute_force_side
+from benchmarks.both_ways import seeded_cache as library_cache
+from benchmarks.pools import pool_for, valid_points
+from harness import cuda_ext, library
+from kernels import parse_problem
+
+PROBLEM = parse_problem("matmul", "256x2048x7168", "bf16", "NN")
+
+
+@pytest.fixture
+def built_library(tmp_path, monkeypatch):
+    """A machine cache whose library built every CUTLASS bf16/NN stream-K configuration (the
+    compile is nvcc's, which this machine has not: a stand-in records the outcomes)."""
+    monkeypatch.setenv("KF_CACHE_DIR", str(tmp_path / "machine"))
+    monkeypatch.setattr(cuda_ext, "nvcc_version", lambda: "13.0.88")
+    library.build(
+        ("matmul/bf16/NN",),
+        workers=2,
+        compile_one=lambda item: library.Built(
+            item.point["SCHEDULER"] == "streamk", 1.0, "x", "compile"
+        ),
+    )
+    return tmp_path / "machine"
+
+
+def test_the_brute_force_pool_is_the_starting_pool_then_every_built_library_point(built_library):
+    start = pool_for("matmul", PROBLEM)
+    with_library = pool_for("matmul", PROBLEM, library=True)
+    built = library.points_for(PROBLEM)
+    assert built and all(p["params"]["SCHEDULER"] == "streamk" for p in built)
+    assert with_library == start + [(p["family"], p["params"]) for p in built]
+    # Each one is a valid point of its family for this shape: the benchmark tries them all.
+    valid = valid_points(PROBLEM, with_library)
+    assert len(valid) == len(valid_points(PROBLEM, start)) + len(built)
+
+
+def test_an_agents_cold_cache_holds_the_machines_facts_and_library_and_nothing_else(
+    built_library, tmp_path
+):
+    machine = built_library
+    (machine / "ceilings-gpu0.json").write_text("{}")
+    (machine / "cublaslt-abc").mkdir()
+    (machine / "cublaslt-abc" / "lib.so").write_text("lt")
+    (machine / "cuda-ext" / "k1").mkdir(parents=True)
+    (machine / "cuda-ext" / "k1" / "kf_cutlass.so").write_text("built")
+    (machine / "trusted-triton" / "x").mkdir(parents=True)  # an earlier job's Triton kernels
+    (machine / "evaluate-seconds.json").write_text("{}")
+
+    dest = library_cache(machine, tmp_path / "job")
+    assert (dest / "ceilings-gpu0.json").exists() and (dest / "cublaslt-abc" / "lib.so").exists()
+    assert sorted(p.name for p in (dest / "library").iterdir()) == sorted(
+        p.name for p in (machine / "library").iterdir()
+    )
+    so = dest / "cuda-ext" / "k1" / "kf_cutlass.so"
+    assert os.path.samefile(so, machine / "cuda-ext" / "k1" / "kf_cutlass.so")  # a hard link
+    assert not (dest / "trusted-triton").exists() and not (dest / "evaluate-seconds.json").exists()
+
+
+def summary(outcome, torch_speedup):
+    return {
+        "event": "summary",
+        "outcome": outcome,
+        "outcome_reason": "why",
+        "best": {"family": "matmul_cutlass_sm90"},
+        "final_speedups": {"torch": torch_speedup, "cublaslt": 1.01, "compile": 1.02},
+        "screened": 120,
+        "fully_verified": 3,
+        "time_s": {"compile_wait": 4.5},
+        "families": {"matmul_cutlass_sm90": {"screened": 80}},
+    }
+
+
+def test_the_agent_exports_its_kernel_only_when_it_was_kept_else_pytorchs_one():
+    kept = agent_side(summary("verified", 1.12), 241.0)
+    assert kept.exported == 1.12 and kept.family == "matmul_cutlass_sm90"
+    assert kept.screened == 120 and kept.fully_verified == 3 and kept.compile_wait_s == 4.5
+    # Verified but not faster than every baseline: the user runs PyTorch.
+    assert agent_side(summary("baseline", 1.12), 241.0).exported == 1.0
+    assert agent_side({}, 5.0).exported == 1.0 and agent_side({}, 5.0).reason == "no summary"
+
+
+def test_the_brute_forces_side_is_its_verdicts_export():
+    entry = {
+        "name": "matmul/moe_dsv3_up_m256",
+        "family": "matmul_cutlass_sm90",
+        "verdict": {"exported": 1.07, "reason": "won"},
+        "speedups": {"offline": {"torch": {"synced": 1.07}, "compile": {"synced": 1.04}}},
+        "tried": [{}, {}, {}],
+    }
+    side = brute_force_side(entry, 100.0, 2)
+    assert side.exported == 1.07 and side.speedups == {"torch": 1.07, "compile": 1.04}
+    assert side.points == 3 and side.library_points == 2
+    assert brute_force_side(None, 1.0, 0).exported == 1.0
+
+
+@pytest.mark.parametrize(
+    ("agent", "brute", "reaches"),
+    [(1.10, 1.10, True), (1.00, 1.00, True), (1.08, 1.10, True), (1.00, 1.10, False)],
+)
+def test_the_agent_reaches_the_brute_force_within_noise(agent, brute, reaches):
+    a = AgentRun(agent, None, {}, "", 1.0)
+    b = brute_force_side({"verdict": {"exported": brute}}, 1.0, 0)
+    result = ShapeResult("x", "1x1x1", a, b)
+    assert result.agent_reaches_brute_force is reaches
+    assert result.to_dict()["agent_reaches_brute_force"] is reaches
+    assert ShapeResult("x", "1x1x1", a, None).agent_reaches_brute_force is None
