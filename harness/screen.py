@@ -17,6 +17,7 @@ How it runs (the caller's process never initialises CUDA):
   that import each render and compile its kernels without launching them (Triton) or build it
   (CUDA C++ with nvcc, one configuration per child: a CUTLASS build takes ~80 s and must not
   hold up the others). Kernels land in one shared Triton cache that only screen children use.
+  A point this machine's kernel library built (harness/library.py) is ready at once.
 * screen: `screen` waits a bounded time for compiles, then gives everything compiled to ONE warm
   child (phase `screen_batch`): each render is checked against the op's fp64 reference at the
   problem shape and at a smaller "tail" shape with the same compile specialization (sizes not a
@@ -171,6 +172,13 @@ def render(problem: Problem, point: ScreenPoint, op_ref: str = "") -> tuple[Fami
     return family, family.render(problem, dict(point.params))
 
 
+def _library_points(problem: Problem) -> frozenset[str]:
+    """ScreenPoint keys of this machine's library builds for the problem (none without one)."""
+    from harness import library
+
+    return frozenset(ScreenPoint(p["family"], p["params"]).key for p in library.points_for(problem))
+
+
 def tail_shape(problem: Problem) -> Problem:
     """A shape no larger than the problem's with the same compile specialization (Triton
     specializes integer arguments on == 1 and % 16), whose sizes are not multiples of a tile:
@@ -221,6 +229,11 @@ class Screener:
         self._done: list[Any] = []  # ScreenEntry for points that failed before the GPU
         self._futures: list[Future] = []
         self.compile_cpu_s = 0.0  # compile children's wall time, summed (CPU work)
+        # This machine's library builds (harness/library.py) that fit the problem: such a
+        # point is ready at once. A compile child would only load its finished build, and
+        # queued behind real compiles it kept the screen waiting (an H200 agent run waited
+        # 9-10 s for its first round with 32 library points in it, 2026-11-29).
+        self._built = _library_points(problem) if self._pool is not None else frozenset()
 
     # ------------------------------------------------------------------ compile ahead
 
@@ -241,17 +254,23 @@ class Screener:
                     continue
                 self._seen.add(candidate.id)
             fresh.append(_Item(point, family, candidate))
-        if self._pool is None:
+        built = {
+            i.candidate.id: i for i in fresh if self._pool is None or i.point.key in self._built
+        }
+        if built:
             with self._changed:
-                self._ready.update((i.candidate.id, i) for i in fresh)
+                self._ready.update(built)
                 self._changed.notify_all()
+        to_compile = [i for i in fresh if i.candidate.id not in built]
+        if not to_compile:
             return len(fresh)
+        assert self._pool is not None
         with self._lock:
-            self._compiling.update((i.candidate.id, i) for i in fresh)
-        triton = [i for i in fresh if i.candidate.backend is Backend.TRITON]
+            self._compiling.update((i.candidate.id, i) for i in to_compile)
+        triton = [i for i in to_compile if i.candidate.backend is Backend.TRITON]
         size = max(1, min(self.config.chunk, math.ceil(len(triton) / self.workers)))
         chunks = [triton[i : i + size] for i in range(0, len(triton), size)]
-        chunks += [[i] for i in fresh if i.candidate.backend is not Backend.TRITON]
+        chunks += [[i] for i in to_compile if i.candidate.backend is not Backend.TRITON]
         for chunk in chunks:
             self._futures.append(self._pool.submit(self._compile, chunk))
         return len(fresh)

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from harness import library
+from harness import device, library
 from kernels import parse_problem
 from kernels.ops.matmul.families.cutlass_sm90 import CutlassSm90Matmul
 
@@ -77,6 +77,7 @@ def test_a_build_cut_short_keeps_what_it_made(tmp_path):
     assert len(library.load(manifest)) == 2
 
 
+@pytest.mark.skipif(device.gpu_visible(), reason="a GPU machine builds them (test_library_gpu.py)")
 def test_without_a_gpu_a_cuda_build_is_recorded_as_failed_with_the_reason(tmp_path):
     manifest = tmp_path / "manifest.json"
     report = library.build(BF16_NN, workers=2, deadline_s=0.5, manifest=manifest)
@@ -151,3 +152,42 @@ def test_one_build_at_a_time_per_machine(tmp_path, monkeypatch):
         assert first and not second
     with library._the_only_build() as again:
         assert again  # released with the first
+
+
+def test_the_screen_takes_a_library_build_as_compiled_and_compiles_only_the_rest(
+    tmp_path, monkeypatch
+):
+    from harness import cuda_ext
+    from harness.screen import Screener, ScreenPoint
+
+    monkeypatch.setenv("KF_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(cuda_ext, "nvcc_version", lambda: "13.0.88")  # this machine has none
+    library.build(
+        BF16_NN,
+        workers=2,
+        compile_one=lambda item: library.Built(
+            item.point["SCHEDULER"] == "streamk", 1.0, "x", "compile"
+        ),
+    )
+    problem = parse_problem("matmul", "256x2048x7168", "bf16", "NN")
+    built = library.points_for(problem)[:5]
+    other = {**built[0]["params"], "STAGES": 3}  # compile-time: a build of its own
+    assert CUTLASS.check(problem, other) is None
+    # A GPU machine's screen; its compile children (nvcc on a GPU box) are the stand-in's.
+    monkeypatch.setattr(device, "gpu_visible", lambda: True)
+    compiled: list[list[str]] = []
+    monkeypatch.setattr(
+        Screener, "_compile", lambda self, chunk: compiled.append([i.point.key for i in chunk])
+    )
+    screener = Screener(problem, deadline_at=time.monotonic() + 60)
+    try:
+        points = [ScreenPoint(p["family"], p["params"]) for p in built]
+        assert screener.submit([*points, ScreenPoint(CUTLASS.name, other)]) == 6
+        assert screener.ready == 5  # the library's builds, at once
+        assert screener.compiling == 1
+        deadline = time.monotonic() + 10
+        while not compiled and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert compiled == [[ScreenPoint(CUTLASS.name, other).key]]
+    finally:
+        screener.close()
