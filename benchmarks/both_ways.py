@@ -2,20 +2,21 @@
 against what brute force over the machine's warm kernel library finds.
 
     python -m benchmarks.both_ways --set unseen --names moe_dsv3_up,pre_dsv3_kva \\
-        --budget 4m [--build-minutes 14] --out DIR
+        --budget 4m [--build-minutes 14] [--gpus 0,1,2,3] --out DIR
 
 1. The library: `python -m harness.library build` for the shapes' classes, up to
    --build-minutes (0: use what is built), its report kept (builds, CPU seconds, disk,
    failures).
-2. Each shape, one after the other (one GPU): `python -m agents optimize` at --budget, as a
-   cold job with a warm library: a fresh cache holding only the machine's facts (ceilings, the
-   cuBLASLt build) and the library's builds, so nothing an earlier run compiled helps it.
+2. Each shape: `python -m agents optimize` at --budget, as a cold job with a warm library: a
+   fresh cache holding only the machine's facts (ceilings, the cuBLASLt build) and the
+   library's builds, so nothing an earlier run compiled helps it. With several --gpus, one
+   run per GPU at a time, each pinned to its share of the CPU cores (a worker per GPU).
 3. Then each shape's brute force, `python -m benchmarks --library` on the machine's cache: the
    class's starting pool plus every built library point, gated and timed against every
    baseline (torch, cuBLASLt, torch.compile max-autotune). Run after all the agents, so the
    builds it adds never warm an agent's job.
 4. DIR/both_ways.json: the build and, per shape, both outcomes side by side; DIR holds each
-   run's own output (agent-NAME.jsonl, bench-NAME.json) and log.log.
+   run's own output (agent-NAME.jsonl, bench-NAME.json) and log (*.log), and log.log.
 """
 
 from __future__ import annotations
@@ -23,10 +24,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +77,7 @@ class ShapeResult:
     shape: str
     agent: AgentRun | None
     brute_force: BruteForce | None
+    gpu: str = ""  # where the agent ran (the brute force may run on another of --gpus)
 
     @property
     def agent_reaches_brute_force(self) -> bool | None:
@@ -83,17 +89,53 @@ class ShapeResult:
         return {**asdict(self), "agent_reaches_brute_force": self.agent_reaches_brute_force}
 
 
+@dataclass(frozen=True)
+class Lane:
+    """One GPU and the CPU cores its runs are pinned to ("": every core)."""
+
+    gpu: str
+    cpus: str = ""
+
+    def command(self, command: list[str]) -> list[str]:
+        return ["taskset", "--cpu-list", self.cpus, *command] if self.cpus else command
+
+
+def lanes_for(gpus: list[str], cores: list[int]) -> list[Lane]:
+    """A lane per GPU, the cores shared out evenly (one GPU: every core)."""
+    if len(gpus) == 1:
+        return [Lane(gpus[0])]
+    k = len(cores) // len(gpus)
+    return [Lane(g, ",".join(map(str, cores[i * k : (i + 1) * k]))) for i, g in enumerate(gpus)]
+
+
+def spread(entries: list[NamedProblem], lanes: list[Lane], work: Callable) -> None:
+    """work(entry, lane) for every entry, one at a time per lane, the lanes at once."""
+    free: queue.Queue[Lane] = queue.Queue()
+    for lane in lanes:
+        free.put(lane)
+
+    def one(entry: NamedProblem) -> None:
+        lane = free.get()
+        try:
+            work(entry, lane)
+        finally:
+            free.put(lane)
+
+    with ThreadPoolExecutor(len(lanes)) as pool:
+        list(pool.map(one, entries))
+
+
 def classes_of(entries: list[NamedProblem]) -> list[str]:
     from harness.library import class_of
 
     return sorted({class_of(e.problem) for e in entries})
 
 
-def build_library(classes: list[str], minutes: float, out: Path, log) -> dict[str, Any]:
+def build_library(classes: list[str], minutes: float, out: Path) -> dict[str, Any]:
     report = out / "library_build.json"
     command = [sys.executable, "-m", "harness.library", "build", "--classes", ",".join(classes)]
     command += ["--minutes", str(minutes), "--out", str(report)]
-    _run(command, log)
+    _run(command, out / "library_build.log", None, {})
     return json.loads(report.read_text()) if report.exists() else {"error": "no build report"}
 
 
@@ -119,7 +161,7 @@ def _link_or_copy(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
-def run_agent(entry: NamedProblem, budget: str, machine: Path, out: Path, log) -> AgentRun:
+def run_agent(entry: NamedProblem, budget: str, machine: Path, out: Path, lane: Lane) -> AgentRun:
     p = entry.problem
     name = _file_name(entry)
     cache = out / "caches" / name
@@ -131,7 +173,7 @@ def run_agent(entry: NamedProblem, budget: str, machine: Path, out: Path, log) -
     jsonl = out / f"agent-{name}.jsonl"
     started = time.monotonic()
     with open(jsonl, "w") as stdout:
-        _run(command, log, stdout=stdout, env={"KF_CACHE_DIR": str(cache)})
+        _run(lane.command(command), out / f"agent-{name}.log", stdout, env(lane, cache))
     wall = time.monotonic() - started
     shutil.rmtree(cache, ignore_errors=True)
     lines = [json.loads(x) for x in jsonl.read_text().splitlines() if x.strip()]
@@ -157,14 +199,16 @@ def agent_side(summary: dict[str, Any], wall: float) -> AgentRun:
 
 
 def run_brute_force(
-    entry: NamedProblem, set_name: str, machine: Path, out: Path, log
+    entry: NamedProblem, set_name: str, machine: Path, out: Path, lane: Lane
 ) -> BruteForce:
-    report = out / f"bench-{_file_name(entry)}.json"
+    name = _file_name(entry)
+    report = out / f"bench-{name}.json"
+    cores = len(lane.cpus.split(",")) if lane.cpus else os.cpu_count() or 4
     command = [sys.executable, "-m", "benchmarks", "--set", set_name, "--names", entry.name]
-    command += ["--library", "--precompile", str(max(1, (os.cpu_count() or 4) - 2))]
+    command += ["--library", "--precompile", str(max(1, cores - 2))]
     command += ["--regimes", "offline", "--out", str(report)]
     started = time.monotonic()
-    _run(command, log, env={"KF_CACHE_DIR": str(machine)})
+    _run(lane.command(command), out / f"bench-{name}.log", None, env(lane, machine))
     wall = time.monotonic() - started
     results = json.loads(report.read_text())["results"] if report.exists() else []
     mine = next((r for r in results if r["name"] == entry.name), None)
@@ -194,6 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--names", default="", help="comma-separated substrings of shape names")
     parser.add_argument("--budget", default="4m", help="the agent's budget per shape")
     parser.add_argument("--build-minutes", type=float, default=0.0)
+    parser.add_argument(
+        "--gpus",
+        default=os.environ.get("CUDA_VISIBLE_DEVICES") or "0",
+        help="GPUs to spread the shapes over, e.g. 0,1,2,3 (default: CUDA_VISIBLE_DEVICES)",
+    )
     parser.add_argument("--no-brute-force", action="store_true", help="the agent side only")
     parser.add_argument("--out", required=True, help="a folder")
     args = parser.parse_args(argv)
@@ -205,29 +254,38 @@ def main(argv: list[str] | None = None) -> int:
         for e in problem_set(args.set)
         if e.problem.op == "matmul" and (not names or any(n in e.name for n in names))
     ]
+    lanes = lanes_for(args.gpus.split(","), sorted(os.sched_getaffinity(0)))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = results_record.stamp("benchmarks.both_ways", argv or sys.argv[1:])
     record["shapes"] = [e.name for e in entries]
-    with open(out / "log.log", "a") as log:
-        # What a worker keeps from its first job (ceilings, the cuBLASLt build): every agent's
-        # cold cache starts with it, as a worker's jobs do.
-        started = time.monotonic()
-        machine = warm_machine(os.environ.get("CUDA_VISIBLE_DEVICES", "0"))
-        record["machine_warm_up_s"] = round(time.monotonic() - started, 1)
-        if args.build_minutes > 0:
-            record["library_build"] = build_library(
-                classes_of(entries), args.build_minutes, out, log
-            )
-        results = {e.name: ShapeResult(e.name, _shape(e), None, None) for e in entries}
-        for e in entries:
-            agent = run_agent(e, args.budget, machine, out, log)
-            results[e.name] = ShapeResult(e.name, _shape(e), agent, None)
+    record["lanes"] = [asdict(lane) for lane in lanes]
+    # What a worker keeps from its first job (ceilings, the cuBLASLt build): every agent's cold
+    # cache starts with it, as a worker's jobs do.
+    started = time.monotonic()
+    machine = warm_machine(lanes[0].gpu)
+    record["machine_warm_up_s"] = round(time.monotonic() - started, 1)
+    if args.build_minutes > 0:
+        record["library_build"] = build_library(classes_of(entries), args.build_minutes, out)
+    results = {e.name: ShapeResult(e.name, _shape(e), None, None) for e in entries}
+    lock = threading.Lock()
+
+    def agent(e: NamedProblem, lane: Lane) -> None:
+        run = run_agent(e, args.budget, machine, out, lane)
+        with lock:
+            results[e.name] = ShapeResult(e.name, _shape(e), run, None, lane.gpu)
             _write(record, results, out)
-        for e in [] if args.no_brute_force else entries:
-            brute = run_brute_force(e, args.set, machine, out, log)
-            results[e.name] = ShapeResult(e.name, _shape(e), results[e.name].agent, brute)
+
+    def brute_force(e: NamedProblem, lane: Lane) -> None:
+        run = run_brute_force(e, args.set, machine, out, lane)
+        with lock:
+            r = results[e.name]
+            results[e.name] = ShapeResult(e.name, r.shape, r.agent, run, r.gpu)
             _write(record, results, out)
+
+    spread(entries, lanes, agent)
+    if not args.no_brute_force:
+        spread(entries, lanes, brute_force)
     print(json.dumps(record.get("summary"), indent=1))
     return 0
 
@@ -246,19 +304,26 @@ def _write(record: dict[str, Any], results: dict[str, ShapeResult], out: Path) -
     results_record.write(record, str(out / "both_ways.json"))
 
 
-def _run(command: list[str], log, *, stdout=None, env: dict[str, str] | None = None) -> int:
-    log.write(f"== {time.strftime('%H:%M:%S')} {' '.join(command)}\n")
-    log.flush()
-    proc = subprocess.run(
-        command,
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        stdout=stdout or log,
-        stderr=log,
-        env={**os.environ, **(env or {})},
-    )
-    log.write(f"== exit {proc.returncode}\n")
-    log.flush()
+def env(lane: Lane, cache: Path) -> dict[str, str]:
+    return {"CUDA_VISIBLE_DEVICES": lane.gpu, "KF_CACHE_DIR": str(cache)}
+
+
+def _run(command: list[str], log_path: Path, stdout=None, extra_env=None) -> int:
+    """The command with its stderr (and stdout, unless given) in its own log."""
+    print(f"{time.strftime('%H:%M:%S')} start: {log_path.name}", flush=True)
+    with open(log_path, "a") as log:
+        log.write(f"== {time.strftime('%H:%M:%S')} {' '.join(command)}\n")
+        log.flush()
+        proc = subprocess.run(
+            command,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout or log,
+            stderr=log,
+            env={**os.environ, **(extra_env or {})},
+        )
+        log.write(f"== exit {proc.returncode} at {time.strftime('%H:%M:%S')}\n")
+    print(f"{time.strftime('%H:%M:%S')} exit {proc.returncode}: {log_path.name}", flush=True)
     return proc.returncode
 
 

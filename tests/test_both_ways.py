@@ -6,7 +6,14 @@ import os
 
 import pytest
 
-from benchmarks.both_ways import AgentRun, ShapeResult, agent_side, brute_force_side
+from benchmarks.both_ways import (
+    AgentRun,
+    Lane,
+    ShapeResult,
+    agent_side,
+    brute_force_side,
+    lanes_for,
+)
 from benchmarks.both_ways import seeded_cache as library_cache
 from benchmarks.pools import pool_for, valid_points
 from harness import cuda_ext, library
@@ -112,3 +119,40 @@ def test_the_agent_reaches_the_brute_force_within_noise(agent, brute, reaches):
     assert result.agent_reaches_brute_force is reaches
     assert result.to_dict()["agent_reaches_brute_force"] is reaches
     assert ShapeResult("x", "1x1x1", a, None).agent_reaches_brute_force is None
+
+
+def test_each_gpu_gets_its_own_share_of_the_cores_and_one_gpu_gets_them_all():
+    assert lanes_for(["0"], list(range(16))) == [Lane("0")]
+    lanes = lanes_for(["0", "1", "2", "3"], list(range(64)))
+    assert [lane.gpu for lane in lanes] == ["0", "1", "2", "3"]
+    assert lanes[1].cpus == ",".join(map(str, range(16, 32)))
+    assert lanes[1].command(["python3"]) == ["taskset", "--cpu-list", lanes[1].cpus, "python3"]
+    assert Lane("0").command(["python3"]) == ["python3"]
+
+
+def test_shapes_are_spread_over_the_gpus_one_run_per_gpu_at_a_time():
+    import threading
+    import time
+
+    from benchmarks.both_ways import spread
+    from kernels.shapes import problem_set
+
+    entries = problem_set("unseen")[:9]
+    running: dict[str, int] = {}
+    ran: list[tuple[str, str]] = []
+    most = {"lanes": 0}
+    lock = threading.Lock()
+
+    def work(entry, lane):
+        with lock:
+            running[lane.gpu] = running.get(lane.gpu, 0) + 1
+            assert running[lane.gpu] == 1, f"two runs at once on GPU {lane.gpu}"
+            most["lanes"] = max(most["lanes"], sum(running.values()))
+        time.sleep(0.05)
+        with lock:
+            running[lane.gpu] -= 1
+            ran.append((entry.name, lane.gpu))
+
+    spread(entries, [Lane("0"), Lane("1"), Lane("2")], work)
+    assert sorted(name for name, _ in ran) == sorted(e.name for e in entries)
+    assert most["lanes"] == 3  # the GPUs ran at once
