@@ -191,3 +191,14 @@ def test_the_screen_takes_a_library_build_as_compiled_and_compiles_only_the_rest
         assert compiled == [[ScreenPoint(CUTLASS.name, other).key]]
     finally:
         screener.close()
+
+
+def test_the_classes_are_built_in_turn_each_nearest_its_default_first():
+    classes = ("matmul/bf16/NN", "matmul/bf16/NT", "matmul/fp16/NN")
+    items = library.planned(classes)
+    assert len(items) == sum(len(library.planned((c,))) for c in classes)
+    assert [library.class_of(i.problem) for i in items[:6]] == [*classes, *classes]
+    for c in classes:  # each class keeps its own order
+        assert [i.point for i in items if library.class_of(i.problem) == c] == [
+            i.point for i in library.planned((c,))
+        ]
