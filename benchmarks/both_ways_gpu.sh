@@ -3,13 +3,11 @@
 #   benchmarks/both_ways_gpu.sh OUT_DIR [python -m benchmarks.both_ways arguments, less --out]
 # The call carries what the GPU image lacks (benchmarks/device_env.sh says what). Start it with
 # setsid so it outlives the device call that starts it; OUT_DIR/log.log shows progress (each
-# run's own log is beside it) and OUT_DIR/both_ways.json is the result, written after every run. It runs from a copy of the
-# checkout: each later device call re-sends the working tree, which would swap files under it.
+# run's own log is beside it) and OUT_DIR/both_ways.json is the result, written after every run.
 set -u
 out=$1
 shift
 mkdir -p "$out"
-rm -rf /tmp/kf-both-repo && cp -a . /tmp/kf-both-repo && cd /tmp/kf-both-repo || exit 1
-source benchmarks/device_env.sh || exit 1
+source benchmarks/device_env.sh /tmp/kf-both-repo
 python3 -m benchmarks.both_ways --out "$out" "$@" >>"$out/log.log" 2>&1
 echo "exit $? at $(date -u +%FT%TZ)" >>"$out/log.log"

@@ -1,11 +1,14 @@
 # Sourced by the device scripts (worker_scaling_gpu.sh, both_ways_gpu.sh) from the checkout's
-# root: the GPU image has torch and triton but not the server side, so each call carries it:
+# root as `source benchmarks/device_env.sh COPY`: it goes on in COPY, a copy of the checkout
+# (each later device call re-sends the working tree, which would swap files under a running
+# job). The GPU image has torch and triton but not the server side, so each call carries it:
 #   .whl/site312.tar.xz   requirements.txt's packages for Python 3.12 less torch, triton, numpy,
 #                         litellm (no LLM is configured; agents/llm.py is never imported), ncu-report
 #                         (the image's Nsight Compute ships ncu_report) and what the image has
 #   .whl/nvidia_cutlass-4.2.0.0-py3-none-any.whl   the CUTLASS headers
 #   .whl/redis.tar.xz     .redis/: a redis-server build and the libraries it needs beyond the image's
 #   .sandbox-bin/         bubblewrap for the sandbox, where the image has none (harness/tests/gpu_run.sh)
+rm -rf "$1" && cp -a . "$1" && cd "$1" || exit 1
 if ! python3 -c "import django, celery" 2>/dev/null; then
     mkdir -p /tmp/site && tar -xJf .whl/site312.tar.xz -C /tmp/site || exit 1
     for w in .whl/*.whl; do

@@ -4,14 +4,12 @@
 # The GPU image has torch and triton but not the server side, so the call carries it
 # (benchmarks/device_env.sh says what).
 # Start it with setsid so it outlives the device call that starts it; OUT_DIR/run.log shows
-# progress and OUT_DIR/worker_scaling.json is the result. It runs from a copy of the checkout:
-# each later device call re-sends the working tree, which would swap files under a running job.
+# progress and OUT_DIR/worker_scaling.json is the result.
 set -u
 out=$1
 shift
 mkdir -p "$out"
-rm -rf /tmp/kf-scaling-repo && cp -a . /tmp/kf-scaling-repo && cd /tmp/kf-scaling-repo || exit 1
-source benchmarks/device_env.sh || exit 1
+source benchmarks/device_env.sh /tmp/kf-scaling-repo
 python3 -m benchmarks.worker_scaling --out "$out/worker_scaling.json" "$@" >"$out/stdout.json" \
     2>"$out/run.log"
 echo "exit $? at $(date -u +%FT%TZ)" >>"$out/run.log"
