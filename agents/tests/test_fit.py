@@ -47,3 +47,28 @@ def test_a_gpu_worker_counts_its_own_recent_verifications(monkeypatch, tmp_path)
     after = least_budget(MATMUL, gpu=True)
     assert after.verify_s == math.ceil(ESTIMATE_SLACK * 20.0) < before.verify_s
     assert after.screen_s == before.screen_s
+
+
+def test_a_gpu_worker_with_a_library_needs_a_screen_of_all_of_it_but_no_nvcc_wait(
+    monkeypatch, tmp_path
+):
+    # Issue 24: a funded problem gets at least a screen of every library build that fits it;
+    # those are compiled already (the screen takes them as such), so only Triton is waited for.
+    from harness import cuda_ext, library
+    from kernels import get_op
+
+    monkeypatch.setenv("KF_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cuda_ext, "nvcc_version", lambda: "13.0.88")  # this machine has none
+    without = least_budget(MATMUL, gpu=True)
+    library.build(("matmul/bf16/NN",), workers=2, compile_one=lambda i: library.Built(True, 1.0))
+    built = len(library.points_for(MATMUL))
+    least = least_budget(MATMUL, gpu=True)
+    op = get_op("matmul")
+    opening = len(op.starting_points(MATMUL)) + len(op.families())
+    assert built >= 200 and least.library == built and least.points == opening + built
+    screen = SCREEN_MIN_S + COMPILE_WALL_S["triton"] + least.points * SCREEN_S_PER_POINT["gpu"]
+    assert least.screen_s == math.ceil(screen) > without.screen_s
+    assert least.verify_s == without.verify_s
+    assert f"{built} of them the machine's library" in least.describe()
+    # Under the interpreter there is no library to screen.
+    assert least_budget(MATMUL, gpu=False).library == 0
