@@ -56,6 +56,7 @@ def _handler(phase: str) -> Callable[[dict], dict]:
         "build_cublaslt": build_cublaslt,
         "selftest_env": selftest_env,
         "selftest_flood": selftest_flood,
+        "selftest_sleep": selftest_sleep,
     }[phase]
 
 
@@ -87,6 +88,13 @@ def selftest_env(job: dict) -> dict:
         "home": os.environ.get("HOME"),
         "nice": os.nice(0),
     }
+
+
+def selftest_sleep(job: dict) -> dict:
+    import time
+
+    time.sleep(job["seconds"])
+    return {}
 
 
 def selftest_flood(job: dict) -> dict:

@@ -229,6 +229,7 @@ class Screener:
         self._done: list[Any] = []  # ScreenEntry for points that failed before the GPU
         self._futures: list[Future] = []
         self.compile_cpu_s = 0.0  # compile children's wall time, summed (CPU work)
+        self._closed = threading.Event()  # set by close(): running compiles end then
         # This machine's library builds (harness/library.py) that fit the problem: such a
         # point is ready at once. A compile child would only load its finished build, and
         # queued behind real compiles it kept the screen waiting (an H200 agent run waited
@@ -309,6 +310,7 @@ class Screener:
                 writable=self._cache_dirs(),  # the private view keeps the rest read-only
                 env_extra=self._env(),
                 background=True,  # while the screen child times the points compiled before
+                cancel=self._closed,
             )
             done = {r["candidate_id"]: r for r in _read_lines(progress)}
         finally:
@@ -503,8 +505,10 @@ class Screener:
         return trusted_env(self.gpu)
 
     def close(self) -> None:
-        """Drop queued compiles. Running compile children end by `deadline_at` at the latest
-        (their wall-clock limit), so none outlives the caller's budget."""
+        """Drop queued compiles and end the running ones: nothing will screen them. (Left to
+        their wall clock, the run's deadline, they held a 4-minute H200 agent run's process
+        38 s past its search's end, 2026-11-29, and a worker's cores from its next task.)"""
+        self._closed.set()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
 

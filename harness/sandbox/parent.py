@@ -35,6 +35,7 @@ from harness.sandbox.protocol import Claim, IsolationRecord
 from harness.sandbox.spares import pool, spare_idle_s, spares_enabled
 
 _MAX_RESULT_BYTES = 256 * 2**20
+CANCEL_POLL_S = 0.25  # how often a wait with `cancel` looks at it
 
 
 class ChildStatus(enum.StrEnum):
@@ -78,6 +79,7 @@ def run_child(
     pass_fds: tuple[int, ...] = (),
     started: threading.Event | None = None,
     background: bool = False,
+    cancel: threading.Event | None = None,
 ) -> ChildResult:
     """Run `harness.phases.run(phase, job)` in a fresh, locked-down process.
 
@@ -87,7 +89,8 @@ def run_child(
     view. `prestart` leaves a spare behind for the caller's next phase; spares=False never
     claims one; `pass_fds` hands the child open descriptors (never a spare); `started` is set
     once the child process exists (or failed to start). `background`: compile-ahead work,
-    run at BACKGROUND_NICE so it never competes with a child that times kernels."""
+    run at BACKGROUND_NICE so it never competes with a child that times kernels. `cancel`: once
+    set, the caller wants no result: the child is ended then (a TIMEOUT saying so)."""
     try:
         return _run(
             phase,
@@ -108,6 +111,7 @@ def run_child(
             pass_fds=pass_fds,
             started=started,
             background=background,
+            cancel=cancel,
         )
     finally:
         if started is not None:
@@ -116,7 +120,7 @@ def run_child(
 
 def _run(phase, job, workdir, *, limits, wall_s, cuda, isolate_net, isolate_fs, isolate_ns,
          writable, readable, env_extra, wrapper, prestart, spares, pass_fds, started,
-         background):  # fmt: skip
+         background, cancel):  # fmt: skip
     capabilities.undumpable()  # this process's environment: not for a child to read
     untrusted = is_untrusted(phase)
     if untrusted:
@@ -179,7 +183,7 @@ def _run(phase, job, workdir, *, limits, wall_s, cuda, isolate_net, isolate_fs, 
     reader = _ResultReader(child.read_fd)
     if use_spares and prestart:
         pool.fill(config)  # its start-up overlaps with this phase
-    timed_out, oom_killed = _wait(child, wall, reader)
+    timed_out, oom_killed = _wait(child, wall, reader, cancel)
     wall_used = time.monotonic() - start
     message = reader.message
     if side_dir:
@@ -187,9 +191,10 @@ def _run(phase, job, workdir, *, limits, wall_s, cuda, isolate_net, isolate_fs, 
             message = bytearray(Path(side_dir, "result").read_bytes()[:_MAX_RESULT_BYTES])
         shutil.rmtree(side_dir, ignore_errors=True)
     if timed_out:
-        return _result(
-            child, ChildStatus.TIMEOUT, wall_used, spare, error=f"killed after {wall:.0f} s"
-        )
+        why = f"killed after {wall:.0f} s"
+        if cancel is not None and cancel.is_set():
+            why = f"cancelled after {wall_used:.0f} s: its caller wanted no result any more"
+        return _result(child, ChildStatus.TIMEOUT, wall_used, spare, error=why)
     payload, why = _verify(bytes(message), key, nonce)
     if payload is None:
         if why:
@@ -256,14 +261,23 @@ def _trusted_writes(workdir: str, writable: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(folders)
 
 
-def _wait(child: Started, wall: float, reader: _ResultReader) -> tuple[bool, bool]:
-    """Wait for the child up to the wall clock; then nothing of it stays.
-    Returns (timed out, the kernel killed it for memory)."""
+def _wait(
+    child: Started, wall: float, reader: _ResultReader, cancel: threading.Event | None = None
+) -> tuple[bool, bool]:
+    """Wait for the child up to the wall clock, or until `cancel` is set; then nothing of it
+    stays. Returns (ended early: timed out or cancelled, the kernel killed it for memory)."""
     timed_out = False
-    try:
-        child.proc.wait(timeout=wall)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+    deadline = time.monotonic() + wall
+    while True:
+        left = deadline - time.monotonic()
+        step = left if cancel is None else min(CANCEL_POLL_S, left)
+        try:
+            child.proc.wait(timeout=max(0.0, step))
+            break
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline or (cancel is not None and cancel.is_set()):
+                timed_out = True
+                break
     # Whatever the child left behind (its group, setsid() escapees in the cgroup) dies now;
     # its namespaces (and the private tmpfs in them) die with their last process.
     process.kill_group(child.proc.pid)

@@ -226,3 +226,24 @@ def test_a_result_reader_stops_before_its_fd_is_closed_and_reused():
     os.close(fresh_read)
     os.close(stale_write)
     assert bytes(nxt.message) == message
+
+
+def test_a_child_whose_caller_wants_no_result_any_more_is_ended_then():
+    # The screen's compile children once ran on to the run's deadline after the search ended.
+    cancel = threading.Event()
+    timer = threading.Timer(2.0, cancel.set)
+    timer.start()
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory() as workdir:
+        res = run_child(
+            "selftest_sleep", {"seconds": 120}, workdir, limits=Limits(), wall_s=120,
+            cuda=False, cancel=cancel,
+        )  # fmt: skip
+    assert res.status is ChildStatus.TIMEOUT and "cancelled" in res.error, res
+    assert time.monotonic() - start < 30
+    # Without a cancel the wall clock still ends it.
+    with tempfile.TemporaryDirectory() as workdir:
+        res = run_child(
+            "selftest_sleep", {"seconds": 120}, workdir, limits=Limits(), wall_s=3, cuda=False
+        )
+    assert res.status is ChildStatus.TIMEOUT and res.error == "killed after 3 s", res
