@@ -156,3 +156,21 @@ def test_shapes_are_spread_over_the_gpus_one_run_per_gpu_at_a_time():
     spread(entries, [Lane("0"), Lane("1"), Lane("2")], work)
     assert sorted(name for name, _ in ran) == sorted(e.name for e in entries)
     assert most["lanes"] == 3  # the GPUs ran at once
+
+
+def test_the_summary_gives_what_the_acceptance_reads(tmp_path):
+    from benchmarks.both_ways import _write, exports
+
+    a = [AgentRun(x, None, {}, "", 200.0, compile_wait_s=10.0) for x in (1.21, 1.0, 1.05)]
+    assert exports(a) == {
+        "shapes": 3,
+        "exported_geomean": pytest.approx((1.21 * 1.05) ** (1 / 3)),
+        "at_least_1_05": 2,
+        "lowest": 1.0,
+    }
+    results = {str(i): ShapeResult(str(i), "1x1x1", side, None) for i, side in enumerate(a)}
+    record: dict = {}
+    _write(record, results, tmp_path)
+    assert record["summary"]["agent"]["at_least_1_05"] == 2
+    assert record["summary"]["agent_compile_wait_shares"] == [0.05, 0.05, 0.05]
+    assert record["summary"]["compared"] == 0 and (tmp_path / "both_ways.json").exists()
