@@ -232,8 +232,8 @@ class Screener:
         self._closed = threading.Event()  # set by close(): running compiles end then
         # This machine's library builds (harness/library.py) that fit the problem: such a
         # point is ready at once. A compile child would only load its finished build, and
-        # queued behind real compiles it kept the screen waiting (an H200 agent run waited
-        # 9-10 s for its first round with 32 library points in it, 2026-11-29).
+        # queued behind real compiles it kept the screen waiting (an H200 agent run with a
+        # warm library still waited 9-10 s for its first round, 2026-11-29).
         self._built = _library_points(problem) if self._pool is not None else frozenset()
 
     # ------------------------------------------------------------------ compile ahead
@@ -506,8 +506,9 @@ class Screener:
 
     def close(self) -> None:
         """Drop queued compiles and end the running ones: nothing will screen them. (Left to
-        their wall clock, the run's deadline, they held a 4-minute H200 agent run's process
-        38 s past its search's end, 2026-11-29, and a worker's cores from its next task.)"""
+        their wall clock, the run's deadline, they most likely held a 4-minute H200 agent
+        run's process 38 s past its search's end, 2026-11-29, and would hold a worker's
+        cores from its next task.)"""
         self._closed.set()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
