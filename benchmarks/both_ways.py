@@ -125,6 +125,32 @@ def spread(entries: list[NamedProblem], lanes: list[Lane], work: Callable) -> No
         list(pool.map(one, entries))
 
 
+# What each step's command imports. Checked in a child before anything starts: a device
+# call's environment that lacked langgraph let a 5-minute library build run, then every agent
+# run died on its first import (2026-11-29).
+STEP_MODULES = ("harness.library", "agents.optimize", "benchmarks.pools", "benchmarks.verdict")
+
+
+def missing_imports() -> str:
+    """Why this interpreter cannot import every step's modules (its error's last line), or
+    "" when it can."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import importlib, sys\nfor m in sys.argv[1:]: importlib.import_module(m)",
+            *STEP_MODULES,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode == 0:
+        return ""
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    return lines[-1] if lines else f"exit {proc.returncode}"
+
+
 def classes_of(entries: list[NamedProblem]) -> list[str]:
     from harness.library import class_of
 
@@ -247,6 +273,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="a folder")
     args = parser.parse_args(argv)
     from benchmarks.worker_scaling import warm_machine
+
+    if why := missing_imports():
+        print(f"both_ways: this environment cannot run the steps: {why}", file=sys.stderr)
+        return 2
 
     names = [n for n in args.names.split(",") if n]
     entries = [

@@ -174,3 +174,18 @@ def test_the_summary_gives_what_the_acceptance_reads(tmp_path):
     assert record["summary"]["agent"]["at_least_1_05"] == 2
     assert record["summary"]["agent_compile_wait_shares"] == [0.05, 0.05, 0.05]
     assert record["summary"]["compared"] == 0 and (tmp_path / "both_ways.json").exists()
+
+
+def test_a_run_whose_environment_lacks_a_steps_module_stops_before_it_builds_anything(
+    tmp_path, monkeypatch, capsys
+):
+    from benchmarks import both_ways, worker_scaling
+
+    assert both_ways.missing_imports() == ""  # this checkout's environment has them all
+    monkeypatch.setattr(both_ways, "STEP_MODULES", (*both_ways.STEP_MODULES, "kf_no_such_module"))
+    monkeypatch.setattr(
+        worker_scaling, "warm_machine", lambda gpu: pytest.fail("warmed a machine regardless")
+    )
+    assert both_ways.main(["--names", "moe_dsv3_up_m256", "--out", str(tmp_path / "out")]) == 2
+    assert "No module named 'kf_no_such_module'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
