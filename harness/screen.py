@@ -16,7 +16,9 @@ How it runs (the caller's process never initialises CUDA):
   compile children (every CPU core less two; phase `screen_compile`, harness/screen_child.py)
   that import each render and compile its kernels without launching them (Triton) or build it
   (CUDA C++ with nvcc, one configuration per child: a CUTLASS build takes ~80 s and must not
-  hold up the others). Kernels land in one shared Triton cache that only screen children use.
+  hold up the others; Triton's compiles go first and builds never take every worker, so a
+  round's Triton points are not stuck behind them). Kernels land in one shared Triton cache
+  that only screen children use.
   A point this machine's kernel library built (harness/library.py) is ready at once.
 * screen: `screen` waits a bounded time for compiles, then gives everything compiled to ONE warm
   child (phase `screen_batch`): each render is checked against the op's fp64 reference at the
@@ -40,6 +42,7 @@ import math
 import shutil
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -228,6 +231,15 @@ class Screener:
         self._ready: dict[str, _Item] = {}
         self._done: list[Any] = []  # ScreenEntry for points that failed before the GPU
         self._futures: list[Future] = []
+        # Queued compiles, Triton's first: a Triton chunk takes seconds, an nvcc build about a
+        # minute of one core, and a round waits for its Triton points. Builds never take more
+        # than `build_slots` workers at once, so such a round finds cores free. (An H200 agent
+        # run's last three rounds waited 31 s, 17 % of its wall time, with 81 compiles queued
+        # behind the planner's non-library nvcc builds, 2026-11-29.)
+        self._triton_queue: deque[list[_Item]] = deque()
+        self._build_queue: deque[list[_Item]] = deque()
+        self._building = 0
+        self.build_slots = max(1, workers - workers // 4)
         self.compile_cpu_s = 0.0  # compile children's wall time, summed (CPU work)
         self._closed = threading.Event()  # set by close(): running compiles end then
         # This machine's library builds (harness/library.py) that fit the problem: such a
@@ -271,10 +283,32 @@ class Screener:
         triton = [i for i in to_compile if i.candidate.backend is Backend.TRITON]
         size = max(1, min(self.config.chunk, math.ceil(len(triton) / self.workers)))
         chunks = [triton[i : i + size] for i in range(0, len(triton), size)]
-        chunks += [[i] for i in to_compile if i.candidate.backend is not Backend.TRITON]
-        for chunk in chunks:
-            self._futures.append(self._pool.submit(self._compile, chunk))
+        builds = [[i] for i in to_compile if i.candidate.backend is not Backend.TRITON]
+        with self._lock:
+            self._triton_queue.extend(chunks)
+            self._build_queue.extend(builds)
+        for _ in range(len(chunks) + len(builds)):
+            self._futures.append(self._pool.submit(self._compile_queued))
         return len(fresh)
+
+    def _compile_queued(self) -> None:
+        """A pool thread's turn: compile queued chunks, Triton's first, until none is left
+        that it may take (a build beyond `build_slots` waits for a running build's thread)."""
+        while not self._closed.is_set():
+            with self._lock:
+                if self._triton_queue:
+                    chunk, build = self._triton_queue.popleft(), False
+                elif self._build_queue and self._building < self.build_slots:
+                    chunk, build = self._build_queue.popleft(), True
+                    self._building += 1
+                else:
+                    return
+            try:
+                self._compile(chunk)
+            finally:
+                if build:
+                    with self._lock:
+                        self._building -= 1
 
     @property
     def compiling(self) -> int:

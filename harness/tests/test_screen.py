@@ -158,3 +158,65 @@ def test_the_screening_child_refuses_to_build_cuda_and_says_why(monkeypatch, tmp
     lib = cuda_ext.CudaLibrary("x", 'extern "C" void f() {}', ())
     with pytest.raises(cuda_ext.CudaBuildError, match="not built ahead"):
         cuda_ext.load_library(lib, {})
+
+
+def test_triton_compiles_go_before_queued_builds_which_never_take_every_worker(
+    monkeypatch, tmp_path
+):
+    import threading
+
+    from harness import device
+    from harness.screen import ScreenConfig
+    from kernels.ops.matmul.families import cutlass_sm90, tiled
+
+    monkeypatch.setenv("KF_CACHE_DIR", str(tmp_path))  # no library here: every build compiles
+    problem = parse_problem("matmul", "256x2048x7168", "bf16", "NN")
+    cutlass, triton = cutlass_sm90.CutlassSm90Matmul(), tiled.TiledMatmul()
+    builds = [ScreenPoint(cutlass.name, p) for p in cutlass.library_points(problem)[:6]]
+    quick = [
+        ScreenPoint(triton.name, {**triton.default(problem), "GROUP": g}) for g in (1, 4, 16)
+    ]
+    # A GPU machine's screen; its compile children (nvcc, Triton) are the stand-in's, which
+    # holds each compile until the test lets it end.
+    monkeypatch.setattr(device, "gpu_visible", lambda: True)
+    started: list[str] = []
+    release = threading.Semaphore(0)
+    changed = threading.Condition()
+
+    def compile_stand_in(self, chunk):
+        with changed:
+            started.append(chunk[0].point.family)
+            changed.notify_all()
+        release.acquire()
+        for item in chunk:
+            self._compiled(item, True, "", "", 1.0)
+
+    def until(n):
+        with changed:
+            assert changed.wait_for(lambda: len(started) >= n, timeout=10), started
+        time.sleep(0.1)  # anything else that would start now has started
+        return list(started)
+
+    monkeypatch.setattr(Screener, "_compile", compile_stand_in)
+    screener = Screener(
+        problem, config=ScreenConfig(compile_workers=4), deadline_at=time.monotonic() + 60
+    )
+    try:
+        assert screener.build_slots == 3
+        assert screener.submit(builds) == 6
+        assert until(3) == [cutlass.name] * 3  # the fourth worker is kept from builds
+        assert screener.submit(quick) == 3
+        assert until(4)[3] == triton.name  # on the free worker at once
+        for _ in range(3):  # three compiles end: the two queued Triton chunks go first
+            release.release()
+        assert sorted(until(7)[4:]) == sorted([triton.name, triton.name, cutlass.name])
+        for _ in range(9):
+            release.release()
+        assert until(9)[7:] == [cutlass.name] * 2
+        with changed:
+            assert changed.wait_for(lambda: screener.compiling == 0, timeout=10)
+        assert screener.ready == 9
+    finally:
+        for _ in range(9):
+            release.release()
+        screener.close()
