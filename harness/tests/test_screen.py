@@ -173,9 +173,7 @@ def test_triton_compiles_go_before_queued_builds_which_never_take_every_worker(
     problem = parse_problem("matmul", "256x2048x7168", "bf16", "NN")
     cutlass, triton = cutlass_sm90.CutlassSm90Matmul(), tiled.TiledMatmul()
     builds = [ScreenPoint(cutlass.name, p) for p in cutlass.library_points(problem)[:6]]
-    quick = [
-        ScreenPoint(triton.name, {**triton.default(problem), "GROUP": g}) for g in (1, 4, 16)
-    ]
+    quick = [ScreenPoint(triton.name, {**triton.default(problem), "GROUP": g}) for g in (1, 4, 16)]
     # A GPU machine's screen; its compile children (nvcc, Triton) are the stand-in's, which
     # holds each compile until the test lets it end.
     monkeypatch.setattr(device, "gpu_visible", lambda: True)
