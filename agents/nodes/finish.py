@@ -1,9 +1,10 @@
 """finish: the search has stopped; verify the best challenger within the reserve, and end.
 
-The challenger is the fastest screened render not verified yet that would beat the best
-(agents/tiers.py); it gets the full protocol in the time kept back for it from the start
-(agents/stopping.py), through the same judge as every attempt. Then the run's outcome: the
-verified best when it beats the fastest baseline beyond noise, else the baseline and why.
+The challenger is the fastest screened render not verified yet that would beat the best, or
+ties it within the screen's slack and could win (agents/tiers.py); it gets the full protocol
+in the time kept back for it from the start (agents/stopping.py), through the same judge as
+every attempt. Then the run's outcome: the verified best when it beats the fastest baseline
+beyond noise, else the baseline and why.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ def finish(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Litera
         final = replace(final, timeout_s=timeout, verdict="no time was left for it")
         if timeout >= 0.5 * stopping.verify_estimate(state, ctx):
             best = state.get("best")
+            bar = tiers.best_screen_speedup(best)
+            vs_best = f"; the best screened {bar:.3f}x" if bar else ""
             _, source = render(ctx.problem, ScreenPoint(challenger["family"], challenger["params"]))
             item = Pending(
                 source=source,
@@ -47,8 +50,9 @@ def finish(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Litera
                 params=dict(challenger["params"]),
                 hypothesis=(
                     f"the search stopped ({state.get('stop_reason')}): verify the fastest "
-                    f"screened candidate ({challenger['speedup']:.3f}x GPU time vs the "
-                    "baseline) with the full protocol, in the time kept back for it"
+                    f"screened candidate ({challenger['family']}, {challenger['speedup']:.3f}x "
+                    f"GPU time vs the baseline{vs_best}) with the full protocol, in the time "
+                    "kept back for it"
                 ),
                 parent=best["index"] if best else None,
                 origin=f"family:{challenger['family']}",

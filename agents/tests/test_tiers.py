@@ -150,3 +150,20 @@ def test_a_finalist_the_new_best_outruns_waits_for_the_finish():
     screened = {key: {"noise": 0.05}}
     assert still_a_finalist(noisy, state, CONFIG)
     assert not still_a_finalist(noisy, {**state, "screened": screened}, CONFIG)
+
+
+def test_the_finish_verifies_a_near_tie_of_the_best_that_could_win_in_the_time_kept_for_it():
+    from agents.tiers import challenger
+
+    def screened(name: str, speedup: float) -> dict:
+        return {name: _screened("matmul_tiled", entry(name, speedup))}
+
+    best = {"speedup": 1.05, "screen_speedup": 1.06, "noise": 0.01, "index": 0}
+    state = {"best": best, "seen": {}}
+    ahead = challenger({**state, "screened": screened("a", 1.12)}, CONFIG)
+    assert ahead is not None and ahead["candidate_id"] == "a"
+    tie = challenger({**state, "screened": screened("t", 1.04)}, CONFIG)
+    assert tie is not None and tie["candidate_id"] == "t"  # 1.04 x 1.03 >= 1.06
+    assert challenger({**state, "screened": screened("s", 1.02)}, CONFIG) is None  # behind
+    losing = {**state, "best": {**best, "speedup": 0.90, "screen_speedup": 0.91}}
+    assert challenger({**losing, "screened": screened("l", 0.90)}, CONFIG) is None  # cannot win
