@@ -158,7 +158,7 @@ def test_the_finish_verifies_a_near_tie_of_the_best_that_could_win_in_the_time_k
     def screened(name: str, speedup: float) -> dict:
         return {name: _screened("matmul_tiled", entry(name, speedup))}
 
-    best = {"speedup": 1.05, "screen_speedup": 1.06, "noise": 0.01, "index": 0}
+    best = {"speedup": 1.05, "screen_speedup": 1.06, "noise": 0.01, "index": 0, "speedups": {}}
     state = {"best": best, "seen": {}}
     ahead = challenger({**state, "screened": screened("a", 1.12)}, CONFIG)
     assert ahead is not None and ahead["candidate_id"] == "a"
@@ -167,3 +167,23 @@ def test_the_finish_verifies_a_near_tie_of_the_best_that_could_win_in_the_time_k
     assert challenger({**state, "screened": screened("s", 1.02)}, CONFIG) is None  # behind
     losing = {**state, "best": {**best, "speedup": 0.90, "screen_speedup": 0.91}}
     assert challenger({**losing, "screened": screened("l", 0.90)}, CONFIG) is None  # cannot win
+
+
+def test_once_a_full_verification_timed_a_faster_baseline_the_screen_is_read_against_it():
+    """GPT-2's lm_head on an H200: torch.compile ran 3.7x faster than torch.matmul, the screen's
+    baseline, so a render screened at 1.6x torch could not win and waits for the finish."""
+    from agents.tiers import against_fastest, challenger
+
+    best = {"speedup": 1.54, "screen_speedup": 1.54, "noise": 0.01, "index": 0}
+    behind_compile = {**best, "speedups": {"torch": 1.54, "cublaslt": 1.54, "compile": 0.415}}
+    ahead = {**best, "speedups": {"torch": 1.54, "cublaslt": 1.50, "compile": 1.80}}
+    assert round(against_fastest(behind_compile, CONFIG), 3) == 0.269
+    assert round(against_fastest(ahead, CONFIG), 3) == 0.974  # cuBLASLt, 1.50 against 1.54
+    assert against_fastest(None, CONFIG) == 1.0
+    ranked = [entry("f", 1.7)]
+    chosen = finalists({"best": ahead}, ranked, CONFIG, slots=2, gpu_timed=True)
+    assert [e.candidate_id for e in chosen] == ["f"]
+    assert finalists({"best": behind_compile}, ranked, CONFIG, slots=2, gpu_timed=True) == []
+    tie = {"t": _screened("matmul_tiled", entry("t", 1.52))}
+    assert challenger({"best": ahead, "seen": {}, "screened": tie}, CONFIG) is not None
+    assert challenger({"best": behind_compile, "seen": {}, "screened": tie}, CONFIG) is None
