@@ -24,6 +24,7 @@ class StopReason(enum.StrEnum):
     CANCELLED = "cancelled"  # reporter.cancel_requested()
     EXHAUSTED = "exhausted"  # the planner has nothing left to try
     HARNESS_ERRORS = "harness_errors"  # the harness itself failed several times in a row
+    OUT_OF_REACH = "out_of_reach"  # every render screened is far behind the fastest baseline
 
 
 class Tier(enum.StrEnum):

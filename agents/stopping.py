@@ -12,6 +12,8 @@ Wall time, GPU seconds, tokens and cost cap the whole run, the last verification
   the reserve (`final_timeout`) and the run ends with its result.
 * every harness call gets a timeout no later than the run's end less the finish margin, and
   the harness cuts every child's limit to it, so a killed child never leaves the run hanging.
+* besides the caps: a target or roof reached, a plateau, and, for the built-in search, every
+  render screened far behind the fastest baseline (`out_of_reach`).
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ from __future__ import annotations
 import math
 import statistics
 
+from agents import tiers
+from agents.config import OptimizeConfig
 from agents.context import RunContext
 from agents.state import OptimizeState, StopReason
+from harness.results import Regime, Verdict
 
 # A worker whose harness keeps failing (not the candidates) stops instead of burning the budget.
 HARNESS_ERRORS_IN_ROW = 3
@@ -77,6 +82,34 @@ def screen_round_s(ctx: RunContext) -> float:
     return float(getattr(ctx.evaluator, "screen_min_s", 0.0))
 
 
+# The built-in search (no LLM writing code beyond our families) stops once the fastest render
+# it screened, read against the fastest baseline the best's full verification timed, is below
+# OUT_OF_REACH of it and OUT_OF_REACH_ROUNDS rounds in a row brought nothing new: the rest of
+# the budget would screen more renders of the same families. (GPT-2's lm_head on an H200:
+# torch.compile ran 3.7x faster than torch.matmul, every render screened at most 1.54x
+# torch.matmul, 0.42x compile, and the run screened on to its end: both_ways_h200_2shapes_b.)
+OUT_OF_REACH = 0.8
+OUT_OF_REACH_ROUNDS = 3
+
+
+def out_of_reach(state: OptimizeState, config: OptimizeConfig) -> bool:
+    best = state.get("best")
+    if config.uses_llm or best is None:
+        return False
+    if state.get("rounds_without_gain", 0) < OUT_OF_REACH_ROUNDS:
+        return False
+    regime = ((best.get("evaluation") or {}).get("timings") or {}).get("regime")
+    if regime in (None, Regime.INTERPRETER.value):  # interpreter ratios say nothing of speed
+        return False
+    screened = [
+        s["speedup"]
+        for s in state.get("screened", {}).values()
+        if s["verdict"] == Verdict.PASSED.value and s["speedup"]
+    ]
+    fastest = max(screened, default=0.0)
+    return fastest * tiers.against_fastest(best, config) < OUT_OF_REACH
+
+
 def stop_reason(
     state: OptimizeState, ctx: RunContext, *, step_s: float | tuple[float, float]
 ) -> StopReason | None:
@@ -97,6 +130,8 @@ def stop_reason(
         return StopReason.HARNESS_ERRORS
     if config.plateau is not None and state.get("rounds_without_gain", 0) >= config.plateau:
         return StopReason.PLATEAU
+    if out_of_reach(state, config):
+        return StopReason.OUT_OF_REACH
     if budget.max_attempts is not None and state.get("next_index", 0) >= budget.max_attempts:
         return StopReason.MAX_ATTEMPTS
     if budget.llm_tokens is not None and state.get("llm_tokens", 0) >= budget.llm_tokens:

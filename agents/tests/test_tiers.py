@@ -187,3 +187,34 @@ def test_once_a_full_verification_timed_a_faster_baseline_the_screen_is_read_aga
     tie = {"t": _screened("matmul_tiled", entry("t", 1.52))}
     assert challenger({"best": ahead, "seen": {}, "screened": tie}, CONFIG) is not None
     assert challenger({"best": behind_compile, "seen": {}, "screened": tie}, CONFIG) is None
+
+
+def test_the_built_in_search_stops_once_every_render_is_far_behind_the_fastest_baseline():
+    """Every render screens at up to 1.75x torch.matmul on the GPU, but the full verification
+    finds torch.compile 4x faster than torch.matmul: nothing within reach, the run stops early
+    with the budget unspent. With compile slower than ours the same run goes on to its budget."""
+    problem = parse_problem("matmul", "256x256x256", "fp16", "NN")
+
+    def run(compile_ratio: float):
+        evaluator = FakeEvaluator(
+            block_m_score,
+            screen_regime=Regime.OFFLINE,
+            verify_regime=Regime.OFFLINE,
+            other_baselines={"compile": compile_ratio},
+            screen_s=0.02,
+        )
+        config = OptimizeConfig(
+            evaluator=evaluator,
+            budget=Budget(wall_s=30, gpu_s=3.0),
+            plateau=None,
+            screen_batch=8,
+            profile=False,
+        )
+        return optimize(problem, config, ListReporter())
+
+    far = run(compile_ratio=0.25)
+    assert far.stop_reason == "out_of_reach" and far.outcome == "baseline"
+    assert far.verified is True and "compile" in far.outcome_reason
+    near = run(compile_ratio=1.1)
+    assert near.stop_reason in ("gpu_time", "wall_time", "exhausted")
+    assert near.search.screen.candidates > far.search.screen.candidates

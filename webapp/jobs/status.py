@@ -41,6 +41,7 @@ STOP_REASONS = {
     "cancelled": "cancelled",
     "exhausted": "stopped: nothing left to try",
     "harness_errors": "stopped: the harness failed several times in a row",
+    "out_of_reach": "stopped: every kernel screened was far behind the fastest baseline",
 }
 
 
