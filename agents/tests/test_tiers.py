@@ -195,7 +195,7 @@ def test_the_built_in_search_stops_once_every_render_is_far_behind_the_fastest_b
     with the budget unspent. With compile slower than ours the same run goes on to its budget."""
     problem = parse_problem("matmul", "256x256x256", "fp16", "NN")
 
-    def run(compile_ratio: float):
+    def run(compile_ratio):
         evaluator = FakeEvaluator(
             block_m_score,
             screen_regime=Regime.OFFLINE,
