@@ -91,9 +91,11 @@ def test_patching_timers_at_import_changes_nothing_the_judge_measures():
     assert ev.verdict is Verdict.PASSED, ev.error
     # The candidate's process patched its own time.perf_counter and elapsed_time; the judge's
     # clock is in another process: the candidate's time is its GEMM's (on the CPU through the
-    # executor, round trip included), never the 0 the patch returns.
-    assert ev.timings.candidate.median_us > 1.0
-    assert ev.timings.speedups["torch"] < 1.5
+    # executor, round trip included), never the 0 the patch returns. Read on the fastest
+    # samples, as below: a 2-core box stalls some of the judge's few samples by milliseconds.
+    baseline, candidate = ev.timings.baselines["torch"], ev.timings.candidate
+    assert candidate.min_us > 1.0
+    assert baseline.min_us / candidate.min_us < 1.5
 
 
 def test_patching_torch_matmul_cannot_slow_the_baseline():
@@ -101,8 +103,12 @@ def test_patching_torch_matmul_cannot_slow_the_baseline():
     assert ev.verdict is Verdict.PASSED, ev.error
     # The patch would add 1 ms to every baseline call in the candidate's process: the
     # baseline here runs in the judge's, untouched, so the candidate is no faster than it.
-    assert ev.timings.baselines["torch"].median_us < 1000.0
-    assert ev.timings.speedups["torch"] < 1.5
+    # Read on the fastest samples: a patched call never takes under 1 ms, while a 2-core
+    # CPU box stalls some of the judge's few samples by milliseconds (a median of 3.2 ms
+    # beside a 60-us minimum, and the same at ede2d33, 2026-11-29), which no patch explains.
+    baseline, candidate = ev.timings.baselines["torch"], ev.timings.candidate
+    assert baseline.min_us < 1000.0
+    assert baseline.min_us / candidate.min_us < 1.5
 
 
 def test_it_rejects_lowered_precision():
