@@ -24,6 +24,10 @@ class Built:
     built: dict[str, Callable[..., None]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)  # each one's build, for phase_s
+    # Where the compile baseline's build went (phase_s too): a full verification on an H200
+    # spent 8 s building it on a hit in Inductor's graph cache, against 0.9 s for the same
+    # first call in a bare process (2026-11-29, results/both_ways_h200_3shapes_c.json).
+    parts: dict[str, float] = field(default_factory=dict)
 
 
 def applicable(op_name: str, layout: str, device: str) -> tuple[str, ...]:
@@ -44,7 +48,7 @@ def make(names, op: Op, problem: Problem, device: str, cublaslt_dir: str | None)
             if name == "torch":
                 result.built[name] = _torch(op, problem)
             elif name == "compile":
-                result.built[name] = _compiled(op, problem, spec, device)
+                result.built[name] = _compiled(op, problem, spec, device, result.parts)
             elif name == "cublaslt":
                 from harness.judge import cublaslt
 
@@ -63,7 +67,10 @@ def _torch(op: Op, problem: Problem) -> Callable[..., None]:
     return call
 
 
-def _compiled(op: Op, problem: Problem, spec, device: str) -> Callable[..., None]:
+def _compiled(
+    op: Op, problem: Problem, spec, device: str, parts: dict[str, float]
+) -> Callable[..., None]:
+    started = time.perf_counter()
     import torch._inductor.config as inductor_config
 
     # In-process compilation: inductor's subprocess workers failed inside the sandbox on the
@@ -83,15 +90,34 @@ def _compiled(op: Op, problem: Problem, spec, device: str) -> Callable[..., None
         eager, mode="max-autotune-no-cudagraphs", dynamic=False, fullgraph=False
     )
     example = op.make_inputs(problem, seed=1, device=device)
+    parts["compile_setup"] = round(time.perf_counter() - started, 3)
+    started = time.perf_counter()
     with op.numerics(problem):
         compiled(*example)  # compile + autotune now, not inside the warm-up
-    torch.cuda.synchronize()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    parts["compile_first_call"] = round(time.perf_counter() - started, 3)
+    parts.update(_dynamo_times())
 
     def call(*inputs: torch.Tensor, out: torch.Tensor) -> None:
         with op.numerics(problem):
             compiled(*inputs)
 
     return call
+
+
+def _dynamo_times(least_s: float = 0.05) -> dict[str, float]:
+    """Dynamo's own timers over this process's compiles (its one baseline), the slow ones."""
+    from torch._dynamo.utils import compile_times
+
+    try:
+        names, values = compile_times(repr="csv", aggregate=True)  # type: ignore[misc]
+        times = {
+            f"compile_part:{n}": round(float(str(v)), 3) for n, v in zip(names, values, strict=True)
+        }
+    except (TypeError, ValueError):  # another torch's format: the totals above still hold
+        return {}
+    return {k: v for k, v in times.items() if v >= least_s}
 
 
 def _cublaslt(ext, op: Op, problem: Problem, spec, device: str) -> Callable[..., None]:

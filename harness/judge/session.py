@@ -324,6 +324,7 @@ def _time(subject: Subject, op: Op, problem: Problem, job: dict) -> dict[str, An
         "phase_s": {
             "time_baselines_build": round(built_s, 3),
             **{f"time_build_{name}": s for name, s in base_fns.seconds.items()},
+            **base_fns.parts,
             **_inductor_cache_counts(),
             "time_interleaved": round(interleaved_s, 3),
             "time_samples": max(

@@ -252,6 +252,7 @@ def test_it_times_the_server_regime_and_torch_compile():
     assert ev.verdict is Verdict.PASSED, ev.error
     assert ev.timings.regime is Regime.SERVER
     assert "compile" in ev.timings.baselines, ev.checks.get("baseline_errors")
+    assert ev.checks["judge_s"]["compile_first_call"] > 0, ev.checks["judge_s"]
 
 
 def test_it_survives_an_illegal_memory_access_and_the_gpu_stays_usable():
