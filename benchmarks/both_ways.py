@@ -26,11 +26,12 @@ import json
 import os
 import queue
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -63,6 +64,7 @@ class AgentRun(Side):
     fully_verified: int = 0
     compile_wait_s: float = 0.0
     families: dict[str, Any] = field(default_factory=dict)  # what the screen saw per family
+    verify_s: list[float] = field(default_factory=list)  # each full verification's GPU wall time
 
 
 @dataclass(frozen=True)
@@ -204,10 +206,21 @@ def run_agent(entry: NamedProblem, budget: str, machine: Path, out: Path, lane: 
     shutil.rmtree(cache, ignore_errors=True)
     lines = [json.loads(x) for x in jsonl.read_text().splitlines() if x.strip()]
     summary: dict[str, Any] = next((d for d in reversed(lines) if d.get("event") == "summary"), {})
-    return agent_side(summary, wall)
+    return agent_side(summary, wall, verify_durations(lines))
 
 
-def agent_side(summary: dict[str, Any], wall: float) -> AgentRun:
+def verify_durations(lines: list[dict[str, Any]]) -> list[float]:
+    """Each screen finalist's full verification time (tier two, "verify"; the issue's bar: a
+    25-s median), from the CLI's iteration lines. An LLM's code ("check") goes through the
+    quick protocol first, so its times are not one protocol's."""
+    return [
+        round(float(d["gpu_s"]), 1)
+        for d in lines
+        if d.get("event") == "iteration" and d.get("tier") == "verify" and d.get("gpu_s")
+    ]
+
+
+def agent_side(summary: dict[str, Any], wall: float, verify_s: Sequence[float] = ()) -> AgentRun:
     """The agent's side from its CLI's summary line ({} when it wrote none)."""
     speedups = {k: float(v) for k, v in (summary.get("final_speedups") or {}).items()}
     kept = summary.get("outcome") == "verified"
@@ -221,6 +234,7 @@ def agent_side(summary: dict[str, Any], wall: float) -> AgentRun:
         fully_verified=int(summary.get("fully_verified") or 0),
         compile_wait_s=float((summary.get("time_s") or {}).get("compile_wait", 0.0)),
         families=dict(summary.get("families") or {}),
+        verify_s=list(verify_s),
     )
 
 
@@ -338,8 +352,17 @@ def _write(record: dict[str, Any], results: dict[str, ShapeResult], out: Path) -
             for r in results.values()
             if r.agent and r.agent.wall_s
         ],
+        # The bars: a full verification's median under 25 s, >= 3 of them in a 4-minute run.
+        "agent_full_verifications": [len(r.agent.verify_s) for r in results.values() if r.agent],
+        "agent_verify_s_median": _median(
+            [s for r in results.values() if r.agent for s in r.agent.verify_s]
+        ),
     }
     results_record.write(record, str(out / "both_ways.json"))
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 1) if values else None
 
 
 def exports(sides: list[AgentRun] | list[BruteForce]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from benchmarks.both_ways import (
     agent_side,
     brute_force_side,
     lanes_for,
+    verify_durations,
 )
 from benchmarks.both_ways import seeded_cache as library_cache
 from benchmarks.pools import pool_for, valid_points
@@ -92,6 +93,19 @@ def test_the_agent_exports_its_kernel_only_when_it_was_kept_else_pytorchs_one():
     # Verified but not faster than every baseline: the user runs PyTorch.
     assert agent_side(summary("baseline", 1.12), 241.0).exported == 1.0
     assert agent_side({}, 5.0).exported == 1.0 and agent_side({}, 5.0).reason == "no summary"
+
+
+def test_the_agents_full_verifications_are_read_from_its_tier_two_iterations():
+    lines = [
+        {"event": "started"},
+        {"event": "iteration", "tier": "verify", "gpu_s": 31.84},
+        {"event": "iteration", "tier": "check", "gpu_s": 3.0},  # an LLM's code: quick protocol
+        {"event": "iteration", "tier": "verify", "gpu_s": 20.26},
+        summary("verified", 1.03),
+    ]
+    assert verify_durations(lines) == [31.8, 20.3]
+    run = agent_side(lines[-1], 200.0, verify_durations(lines))
+    assert run.verify_s == [31.8, 20.3]
 
 
 def test_the_brute_forces_side_is_its_verdicts_export():
