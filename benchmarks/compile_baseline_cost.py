@@ -1,6 +1,6 @@
-"""Where the judge's torch.compile baseline build goes (issue 24 item 6): one fresh process per
-measurement, each with its own empty Inductor cache unless --warm, timing torch.compile
-(max-autotune-no-cudagraphs) of one matmul's first call, at several compile_threads.
+"""Where the judge's torch.compile baseline build goes (issue 24 item 6): per compile_threads, two
+fresh processes on one new Inductor cache (the first misses it, the second hits its graph
+cache), each timing torch.compile (max-autotune-no-cudagraphs) of one matmul's first call.
 
     python -m benchmarks.compile_baseline_cost --shape 64x4096x14336 --threads 1,8 --out F.json
 """
