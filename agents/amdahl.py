@@ -3,9 +3,14 @@ how much of the job's budget. Pure arithmetic; model_classify gives the shares.
 
 If a problem takes a share p of the model's time and its kernel gets s times faster, the
 model gets 1 / ((1 - p) + p / s) times faster; several problems at once add their p / s terms.
-The budget is split in proportion to each problem's gain at a 2x kernel speedup (the gain a
-plan can expect), among the problems whose slice covers what each needs at least (agents/fit.py:
-a full screen round and one verification); the others are listed with why they were left out.
+Problems are ranked, and the budget split, by the gain the plan expects of each: its time at
+the speedup its distance from the device's roof allows (between 1.05x and 2x; 2x where the roof
+is unknown), plus the elementwise passes a fusion removes. A GEMM cuBLAS already runs at the
+roof expects little (a GPT-J block's q/k/v GEMM took a 300 s budget for a 0.996x at 796 TFLOPS,
+while its bias+GELU GEMM, whose fused epilogue removes a 64 MB pass, went unfunded: H200,
+2026-11-29, benchmarks/results/model_gptj_block_h200.json). Only problems whose slice covers
+what each needs at least (agents/fit.py: a full screen round and one verification) are funded;
+the others are listed with why they were left out.
 """
 
 from __future__ import annotations
@@ -15,7 +20,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 SPEEDUPS = (1.5, 2.0, 3.0)  # the kernel speedups each plan row predicts the model's gain at
-EXPECTED_SPEEDUP = 2.0  # what the budget split assumes a kernel can get
+EXPECTED_SPEEDUP = 2.0  # what the plan expects of a kernel far from the roof, or of unknown
+# At the measured roof (cuBLAS's own rate on its best shape): the few percent searches still
+# find around cuBLAS (1.00-1.03x torch on the H200's unseen GEMMs, both_ways_h200_*.json).
+MIN_EXPECTED_SPEEDUP = 1.05
 
 
 def end_to_end(shares_and_speedups: Iterable[tuple[float, float]]) -> float:
@@ -33,6 +41,24 @@ def end_to_end(shares_and_speedups: Iterable[tuple[float, float]]) -> float:
 def gain(share: float, speedup: float = EXPECTED_SPEEDUP) -> float:
     """Fraction of the model's time saved: 1 - 1 / end_to_end."""
     return 1.0 - 1.0 / end_to_end([(share, speedup)])
+
+
+def expected_speedup(time_us: float, floor_us: float) -> float:
+    """What the plan expects a kernel to reach on a problem taking time_us whose roofline
+    floor is floor_us (0: unknown)."""
+    if floor_us <= 0:
+        return EXPECTED_SPEEDUP
+    return min(EXPECTED_SPEEDUP, max(MIN_EXPECTED_SPEEDUP, time_us / floor_us))
+
+
+def expected_gain(group: Mapping) -> float:
+    """The fraction of the model's time a plan group's kernel is expected to save: its own
+    time at the expected speedup, and the elementwise passes a fusion removes besides."""
+    share, time_us = group["share"], group["time_us"]
+    if time_us <= 0:
+        return 0.0
+    speedup = expected_speedup(time_us, group.get("floor_us", 0.0))
+    return gain(share, speedup) + share * group.get("unfused_us", 0.0) / time_us
 
 
 def ceiling(share: float) -> float:
@@ -70,6 +96,7 @@ class PlanItem:
     predicted: dict[str, float]  # "1.5x" -> model speedup if this kernel gets 1.5x faster
     ceiling: float
     budget_s: float  # this problem's slice of the job's budget (0: not optimized)
+    expected_gain: float = 0.0  # of the model's time, what the plan expects this kernel to save
     least_s: float = 0.0  # what it needs at least (Need.total_s)
     left_out: str = ""  # not funded: why, in words; "" when funded
 
@@ -84,6 +111,7 @@ class PlanItem:
             "predicted": self.predicted,
             "ceiling": self.ceiling if self.ceiling != float("inf") else None,
             "budget_s": self.budget_s,
+            "expected_gain": self.expected_gain,
             "least_s": self.least_s,
             "left_out": self.left_out,
         }
@@ -91,7 +119,7 @@ class PlanItem:
 
 @dataclass(frozen=True)
 class Plan:
-    items: list[PlanItem]  # every optimizable problem, largest share first
+    items: list[PlanItem]  # every optimizable problem, the largest expected gain first
     budget_s: float
     not_optimizable_share: float  # time in ops kernels/ does not know, or cannot run
     predicted_all: dict[str, float] = field(default_factory=dict)  # every funded item at once
@@ -116,10 +144,11 @@ def make_plan(
     least: Callable[[Mapping], Need] | float = 60.0,
     max_problems: int | None = None,
 ) -> Plan:
-    """groups: ProblemGroup.to_dict()s (op, label, problem or None, share, time_us, calls).
+    """groups: ProblemGroup.to_dict()s (op, label, problem or None, share, time_us, calls; and
+    floor_us, unfused_us where the device's roof is known: harness.model.classify.plan_groups).
 
-    Optimizable groups are ranked by share; at most `max_problems` are candidates. The budget
-    is split by expected gain among them; while a slice falls short of what its problem needs
+    Optimizable groups are ranked by expected gain; at most `max_problems` are candidates. The
+    budget is split by expected gain among them; while a slice falls short of what its problem needs
     (`least`: per problem dict, or one number for all), the short one that needs the most time
     per unit of expected gain is left out and the split made again. Problems left out get a
     zero budget and the reason; when none fits, none is funded (a slice that cannot finish one
@@ -128,9 +157,9 @@ def make_plan(
     if budget_s <= 0:
         raise ValueError("the budget must be positive")
     groups = list(groups)
-    ranked = sorted((g for g in groups if g.get("problem")), key=lambda g: -g["share"])
+    ranked = sorted((g for g in groups if g.get("problem")), key=lambda g: -expected_gain(g))
     rest = sum(g["share"] for g in groups if not g.get("problem"))
-    gains = [gain(g["share"]) for g in ranked]
+    gains = [expected_gain(g) for g in ranked]
     needs = [least(g["problem"]) if callable(least) else MinimumSlice(float(least)) for g in ranked]
     limit = len(ranked) if max_problems is None else min(max_problems, len(ranked))
     funded = list(range(limit))
@@ -163,6 +192,7 @@ def make_plan(
                 predicted={f"{s:g}x": end_to_end([(g["share"], s)]) for s in SPEEDUPS},
                 ceiling=ceiling(g["share"]),
                 budget_s=round(slice_s, 1),
+                expected_gain=gn,
                 least_s=round(needs[index].total_s, 1),
                 left_out=left_out.get(index, ""),
             )

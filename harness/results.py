@@ -135,6 +135,14 @@ class DeviceInfo:
     method: str = ""
     cached: bool = False
 
+    def floor_s(self, flops: float, nbytes: float, dtype: str) -> float:
+        """The roofline's least time for this much work at the measured ceilings (0.0 where
+        none were measured: the interpreter)."""
+        if not self.peak_gbps:
+            return 0.0
+        peak = self.peak_tflops_by_dtype.get(dtype) or self.peak_tflops or 0.0
+        return max(flops / (peak * 1e12) if peak else 0.0, nbytes / (self.peak_gbps * 1e9))
+
 
 @dataclass
 class Evaluation:

@@ -270,6 +270,13 @@ class Op(abc.ABC):
     def bytes_moved(self, problem: Problem) -> int:
         """Fewest bytes through device memory: each input read once, each output written once."""
 
+    def unfused_bytes(self, problem: Problem) -> int:
+        """Bytes the model's unfused form moves besides this kernel's own: the elementwise
+        passes (an activation, silu * up, the rotary) that a fused kernel does in registers,
+        each reading and writing its tensors once, as torch.compile fuses them. So it is the
+        least a fusion saves; 0 for an op that is what PyTorch runs (a plain GEMM)."""
+        return 0
+
     @abc.abstractmethod
     def tolerance(self, problem: Problem) -> Tolerance: ...
 

@@ -6,7 +6,14 @@ import math
 
 import pytest
 
-from agents.amdahl import end_to_end, gain, make_plan, predicted_from_measured
+from agents.amdahl import (
+    end_to_end,
+    expected_gain,
+    expected_speedup,
+    gain,
+    make_plan,
+    predicted_from_measured,
+)
 
 
 def _group(label, share, optimizable=True):
@@ -110,3 +117,40 @@ def test_problems_beyond_the_cap_say_so():
     groups = [_group(f"matmul/{i}", 0.2) for i in range(3)]
     plan = make_plan(groups, budget_s=1000, max_problems=2, least=1)
     assert plan.items[2].left_out == "beyond the job's first 2 problems"
+
+
+def _gptj(roof: bool) -> list[dict]:
+    """A GPT-J block's compiled plan groups on an H200 (model_gptj_block_h200.json): its three
+    GEMM problems, each near the 761 TFLOPS cuBLAS reaches at 8192^3 (the measured roof)."""
+    total_us = 1170.3
+    rows = [  # label, time_us, calls, floor_us, unfused_us (a 64 MB GELU pass at 4.17 TB/s)
+        ("matmul/2048x4096x4096/bf16/NT", 345.1, 4, 361.2, 0.0),
+        ("matmul/2048x16384x4096/bf16/NT+bias+gelu", 340.7, 1, 361.2, 32.2),
+        ("matmul/2048x4096x16384/bf16/NT+bias", 324.9, 1, 361.2, 0.0),
+    ]
+    groups = []
+    for label, time_us, calls, floor_us, unfused_us in rows:
+        group = _group(label, time_us / total_us) | {"time_us": time_us, "calls": calls}
+        groups.append(group | ({"floor_us": floor_us, "unfused_us": unfused_us} if roof else {}))
+    return groups
+
+
+def test_a_fusion_off_the_roof_goes_before_a_gemm_at_it():
+    plan = make_plan(_gptj(roof=True), budget_s=300, least=198)
+    assert [i.key for i in plan.funded] == ["matmul/2048x16384x4096/bf16/NT+bias+gelu"]
+    top, plain = plan.items[0], plan.items[1]
+    # At the roof a kernel is expected to gain little; the fusion removes its GELU pass besides.
+    assert plain.expected_gain == pytest.approx(gain(345.1 / 1170.3, 1.05))
+    assert top.expected_gain == pytest.approx(gain(340.7 / 1170.3, 1.05) + 32.2 / 1170.3)
+    # Without a measured roof every problem is expected to get 2x: the largest share goes first,
+    # as it did on the H200, where the at-roof GEMM got the budget and reached 0.996x.
+    plan = make_plan(_gptj(roof=False), budget_s=300, least=198)
+    assert [i.key for i in plan.funded] == ["matmul/2048x4096x4096/bf16/NT"]
+
+
+def test_the_expected_speedup_is_the_distance_from_the_roof_within_bounds():
+    assert expected_speedup(150.0, 100.0) == pytest.approx(1.5)
+    assert expected_speedup(500.0, 100.0) == 2.0  # far off: what a kernel can be expected to get
+    assert expected_speedup(90.0, 100.0) == 1.05  # at (or past) the roof: little, but not nothing
+    assert expected_speedup(90.0, 0.0) == 2.0  # no roof known
+    assert expected_gain({"share": 0.5, "time_us": 0.0}) == 0.0

@@ -779,8 +779,7 @@ def _roofline(ev: Evaluation, op, problem: Problem) -> None:
     dev = ev.device
     if t.regime is Regime.INTERPRETER or dev is None or not dev.peak_gbps:
         return
-    peak = dev.peak_tflops_by_dtype.get(problem.dtype) or dev.peak_tflops or 0.0
-    floor_s = max(flops / (peak * 1e12) if peak else 0.0, nbytes / (dev.peak_gbps * 1e9))
+    floor_s = dev.floor_s(flops, nbytes, problem.dtype)
     ev.pct_of_roof = 100.0 * floor_s / secs
     if secs < 0.9 * floor_s:
         ev.implausible = True

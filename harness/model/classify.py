@@ -26,6 +26,7 @@ import torch
 
 import kernels
 from harness.model.trace import MODULE_PREFIX, KernelRecord
+from harness.results import DeviceInfo
 from kernels.ops.matmul.op import TF32
 from kernels.problem import Problem, ProblemError
 from kernels.rowwise import NormOp
@@ -317,7 +318,9 @@ def _signature(problem: Mapping) -> tuple:
     return (*problem["shape"], problem["dtype"], "+bias" in problem.get("layout", ""))
 
 
-def plan_groups(groups: Sequence[Mapping], sites: Sequence[Mapping]) -> list[dict]:
+def plan_groups(
+    groups: Sequence[Mapping], sites: Sequence[Mapping], device: DeviceInfo | None = None
+) -> list[dict]:
     """The profile's groups (ProblemGroup.to_dict()s) as the Amdahl plan should see them: the
     time of the Linear layers a fusion site computes (sites.py: swiglu_gate, qkv_rotary)
     moves from their matmul groups to a group of the fusion's problem, one call per site;
@@ -325,7 +328,12 @@ def plan_groups(groups: Sequence[Mapping], sites: Sequence[Mapping]) -> list[dic
     A matmul group's time is split evenly over the Linear calls of its shape; attention's
     (a model with decode_attention sites) evenly over those sites. The fused
     elementwise work a fusion also removes (silu-times, rotary) stays where it was: the
-    fusion's share is a lower bound."""
+    fusion's share is a lower bound.
+
+    With the device's measured ceilings, each group of a site (one call per site, so its
+    calls are the problem's) also gets `floor_us`, the roofline's least time for its calls,
+    and `unfused_us`, what the elementwise passes a fusion removes take at the copy roof
+    (Op.unfused_bytes): how far each problem can go, for the plan's expected gain."""
     linears: dict[tuple, list[str]] = {}  # signature -> Linear problem key per call
     problems: dict[str, dict] = {}
     for site in sites:
@@ -389,6 +397,16 @@ def plan_groups(groups: Sequence[Mapping], sites: Sequence[Mapping]) -> list[dic
                 }  # fmt: skip
             )
     total = sum(g["time_us"] for g in out) or 1.0
+    site_keys = {site["key"] for site in sites}
     for g in out:
         g["share"] = g["time_us"] / total
+        if device is not None and device.peak_gbps and g["label"] in site_keys:
+            g.update(_roof(Problem.from_dict(g["problem"]), g["calls"], device))
     return sorted(out, key=lambda g: -g["time_us"])
+
+
+def _roof(problem: Problem, calls: float, device: DeviceInfo) -> dict[str, float]:
+    op = kernels.get_op(problem.op)
+    floor_s = device.floor_s(op.flops(problem), op.bytes_moved(problem), problem.dtype)
+    unfused_s = op.unfused_bytes(problem) / (device.peak_gbps * 1e9) if device.peak_gbps else 0.0
+    return {"floor_us": calls * floor_s * 1e6, "unfused_us": calls * unfused_s * 1e6}

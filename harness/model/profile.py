@@ -8,9 +8,11 @@ says so: `device == "cpu"`; its times never compare with a GPU profile's.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from harness.config import Limits
+from harness.device import device_ceilings
 from harness.model.classify import ProblemGroup, group_records, plan_groups
 from harness.model.sandbox import (
     MODEL_LIMITS,
@@ -19,6 +21,7 @@ from harness.model.sandbox import (
     run_model_phase,
 )
 from harness.model.trace import record_from_dict
+from harness.results import DeviceInfo
 
 
 @dataclass
@@ -76,6 +79,7 @@ class ModelProfile:
     modules: dict = field(default_factory=dict)  # module path -> call info (model_child)
     sites: list[dict] = field(default_factory=list)  # sites.Site.to_dict(): where ops can go
     compiled: CompiledProfile | None = None  # the same model under torch.compile (GPU)
+    roof: DeviceInfo | None = None  # the GPU's measured ceilings, for the plan's headroom
 
     @property
     def basis(self) -> str:
@@ -87,7 +91,7 @@ class ModelProfile:
         """Groups for the Amdahl plan: the basis's groups, Linear time moved to fusions."""
         compiled = self.compiled if self.basis == "torch.compile" else None
         groups = compiled.groups if compiled else self.groups
-        return plan_groups([g.to_dict() for g in groups], self.sites)
+        return plan_groups([g.to_dict() for g in groups], self.sites, self.roof)
 
     @property
     def gpu_busy(self) -> float | None:
@@ -121,6 +125,7 @@ class ModelProfile:
             "sites": self.sites,
             "compiled": self.compiled.to_dict() if self.compiled else None,
             "basis": self.basis,
+            "roof": dataclasses.asdict(self.roof) if self.roof else None,
         }
 
 
@@ -185,4 +190,16 @@ def profile_model(
         modules=r["modules"],
         sites=r.get("sites", []),
         compiled=_compiled(r.get("compiled")),
+        roof=_roof(r["device"]),
     )
+
+
+def _roof(device: str) -> DeviceInfo | None:
+    """The GPU's ceilings (measured once per device, cached): without them the plan expects
+    the same of every problem, at the roof or not."""
+    if device != "cuda":
+        return None
+    try:
+        return device_ceilings()
+    except RuntimeError:
+        return None

@@ -17,6 +17,7 @@ import kernels
 from harness.model import ops as kernel_ops
 from harness.model.classify import plan_groups
 from harness.model.substitute import Substituting, compile_options
+from harness.results import DeviceInfo
 from kernels.problem import Problem
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "models"
@@ -341,3 +342,25 @@ def test_plan_groups_move_linear_time_to_the_fusions_that_compute_it():
     assert out["compiler_fused (kernel triton_poi_fused_mul_silu_0)"]["share"] == pytest.approx(
         0.16
     )
+
+
+def test_plan_groups_give_each_site_its_roof_where_the_device_has_one():
+    mm = _p("matmul", (8, 64, 32), "NT+bias+gelu")
+    sites = [{"kind": "matmul", "key": "matmul/8x64x32/bf16/NT+bias+gelu", "problem": mm}] * 2
+    groups = [
+        _group("matmul", "matmul/8x64x32/bf16/NN+bias+gelu", 30.0, mm | {"layout": "NN+bias"}, 2),
+        _group("compiler_fused", "compiler_fused (kernel triton_poi_fused_gelu_0)", 8.0),
+    ]
+    roof = DeviceInfo("a GPU", "cuda", peak_tflops=1.0, peak_gbps=10.0,
+                      peak_tflops_by_dtype={"bf16": 1e-3})  # fmt: skip
+    out = {g["label"]: g for g in plan_groups(groups, sites, roof)}
+    gemm = out["matmul/8x64x32/bf16/NT+bias+gelu"]
+    op, problem = kernels.get_op("matmul"), Problem.from_dict(mm)
+    # Two calls, each at the slower of the compute (1 GFLOP/s for bf16) and copy roofs.
+    per_call_s = max(op.flops(problem) / 1e9, op.bytes_moved(problem) / 1e10)
+    assert gemm["floor_us"] == pytest.approx(2 * per_call_s * 1e6)
+    # The GELU's pass over the 8 x 64 output, both calls, at the copy roof.
+    assert gemm["unfused_us"] == pytest.approx(2 * (2 * 8 * 64 * 2) / 1e10 * 1e6)
+    assert "floor_us" not in out["compiler_fused (kernel triton_poi_fused_gelu_0)"]
+    # No measured roof (the interpreter): the plan gets the groups as before.
+    assert "floor_us" not in plan_groups(groups, sites, None)[0]

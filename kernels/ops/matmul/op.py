@@ -189,6 +189,12 @@ class MatmulOp(Op):
         shapes = self.input_shapes(problem) + [self.output_spec(problem).shape]
         return elt * sum(math.prod(s) for s in shapes)
 
+    def unfused_bytes(self, problem):
+        # The activation's pass over C: cuBLAS adds a bias in its epilogue, not an activation.
+        m, n, _ = problem.shape
+        activated = split_layout(problem.layout)[2] != "none"
+        return 2 * m * n * problem.torch_dtype.itemsize if activated else 0
+
     def tolerance(self, problem):
         # One output rounding (bf16: 2**-9, fp16: 2**-12 relative) plus fp32 summation-order
         # differences; the activation adds a little more in low precision.

@@ -126,6 +126,11 @@ class QkvRotaryOp(Op):
         shapes = self.input_shapes(problem) + [self.output_spec(problem).shape]
         return elt * sum(math.prod(s) for s in shapes)
 
+    def unfused_bytes(self, problem):
+        # The rotary over q and k (reads and writes each); v is the GEMM's output as it is.
+        m, h, hkv, d, _ = problem.shape
+        return 2 * m * (h + hkv) * d * problem.torch_dtype.itemsize
+
     def tolerance(self, problem):
         # A GEMM's rounding, then a rotation whose two products PyTorch rounds separately.
         if problem.dtype == "bf16":

@@ -72,6 +72,11 @@ class SwigluGateOp(Op):
         shapes = self.input_shapes(problem) + [self.output_spec(problem).shape]
         return elt * sum(math.prod(s) for s in shapes)
 
+    def unfused_bytes(self, problem):
+        # silu(gate) * up: reads both GEMMs' outputs, writes the product.
+        m, n, _ = problem.shape
+        return 3 * m * n * problem.torch_dtype.itemsize
+
     def tolerance(self, problem):
         # Two GEMMs' rounding meet in a product (PyTorch rounds gate, up and silu(gate) to
         # the dtype on the way; a fused kernel rounds once): matmul's bound, a little wider.

@@ -13,6 +13,12 @@ def get_item(mapping, key):
     return mapping.get(key) if hasattr(mapping, "get") else None
 
 
+@register.filter
+def percent(fraction) -> str:
+    """{{ 0.0234|percent }} -> "2.3 %"; "" for none (a plan stored before it had the value)."""
+    return f"{100 * fraction:.1f} %" if fraction else ""
+
+
 @register.simple_tag
 def end_to_end_view(run):
     """{% end_to_end_view run as e2e %}: jobs.selectors.end_to_end_view."""
