@@ -28,6 +28,7 @@ import threading
 
 import torch
 
+from harness.config import TIMING_PROTOCOL
 from kernels.shapes import SET_NAMES
 
 
@@ -256,7 +257,7 @@ def write_report(args, argv, roofs, summary, outcomes) -> None:
         "command": "python -m benchmarks " + " ".join(argv if argv is not None else sys.argv[1:]),
         "device": device_info(),
         "roofs": roofs,
-        "timing_protocol": "harness kf-timing-v1 (synced end event after device sync, minus the "
+        "timing_protocol": f"harness {TIMING_PROTOCOL} (synced end event after device sync, minus the "
         "sync round trip measured on the baselines, as harness/judge/evaluation.py does); "
         "raw_synced_median_us = before that subtraction; "
         "plain_median_us = end event right after the call",

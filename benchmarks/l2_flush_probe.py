@@ -1,10 +1,12 @@
 """How the timing protocol's L2 flush weighs on memory-bound GEMMs (issue 24, decode shapes).
 
-kf-timing-v1 flushes L2 by writing a 2x-L2 buffer (`flush.zero_()`, as triton.testing.do_bench
+kf-timing-v1 flushed L2 by writing a 2x-L2 buffer (`flush.zero_()`, as triton.testing.do_bench
 does), which leaves L2 full of dirty lines: the timed kernel's first reads evict them, and each
 eviction is a write-back to HBM. A decode GEMM (M <= 64) only streams its weights, so that
 traffic may be a large share of its time: on an H200 both torch.matmul and our best kernel read
 1x6144x4096's 50 MB of B at ~2.4 TB/s, 58 % of the copy roof (results/both_ways_h200_3shapes_c).
+After this probe's H200 run (results/l2_flush_h200.json), kf-timing-v2 reads the buffer instead
+(harness.timing.L2Flush).
 This times, interleaved, torch.matmul and a plain read of B (`B.sum()`) after three L2 states:
   zero : the protocol's flush (a write: dirty lines)
   read : a read of the same buffer (clean lines; what a model's previous layer leaves)
@@ -22,7 +24,7 @@ import sys
 import torch
 
 from benchmarks import results_record
-from harness.timing import l2_flush_buffer
+from harness.timing import L2Flush
 
 STATES = ("zero", "read", "warm")
 SPIN_CYCLES = 200_000  # ~100 us at 2 GHz: the host enqueues the call while the GPU spins
@@ -52,7 +54,7 @@ def probe(shape: tuple[int, int, int], samples: int) -> dict:
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
     out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    flush = l2_flush_buffer()
+    flush = L2Flush().buffer
     b_bytes = b.numel() * b.element_size()
     row = {"shape": "x".join(map(str, shape)), "b_mb": round(b_bytes / 2**20, 1)}
     for name, fn in (

@@ -1,7 +1,7 @@
 """One benchmark pass over named problems: search, gate, time, and summarize.
 
 Everything runs in this one process on one GPU (trusted code: our own families). All timing is
-the harness's protocol (harness.timing.time_interleaved, kf-timing-v1): the quick ranking during
+the harness's protocol (harness.timing.time_interleaved, kf-timing-v2): the quick ranking during
 the search reads its plain end events (GPU time, no sync round trip; Samples.plain_stats), the
 finalists, winners and baselines its reported times.
 """

@@ -75,7 +75,7 @@ def warm_up(problem: Problem, *, deadline_s: float | None = None) -> None:
 
 
 def benchmark(fn, **kwargs):
-    """Trusted in-process timing (kf-timing-v1) of your own kernel; see harness/timing.py."""
+    """Trusted in-process timing (kf-timing-v2) of your own kernel; see harness/timing.py."""
     from harness.timing import benchmark as _benchmark
 
     return _benchmark(fn, **kwargs)

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 from harness.results import Regime
 
-TIMING_PROTOCOL = "kf-timing-v1"
+# v2 (2026-11-29): the L2 flush reads its buffer instead of writing it (harness.timing.L2Flush).
+TIMING_PROTOCOL = "kf-timing-v2"
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,16 @@
-"""The timing protocol (kf-timing-v1): interleaved, flushed, synced, with a stopping rule.
+"""The timing protocol (kf-timing-v2): interleaved, flushed, synced, with a stopping rule.
 
 Usable in-process for trusted code too (`benchmark`), e.g. by the kernels engineer's own
 benchmarks. Timer functions are captured at import, before any candidate is imported, so a
 candidate that reassigns `torch.cuda.Event.elapsed_time` or `time.perf_counter` changes nothing
 here (and runtime.PatchWatch reports it).
 
-Per sample: refill inputs (outside the timed region), L2 flush (a write of >= 2x L2), then
-in the OFFLINE regime a GPU spin (pre-roll) long enough for the host to enqueue the call
-behind it, or in the SERVER regime an exponential idle gap; then start event -> fn() -> plain
-end event -> device-wide synchronize -> synced end event. The synced time is the reported one
-(robust to side streams, R1.6); plain vs synced and the host timer are kept for cross-checks.
+Per sample: refill inputs (outside the timed region), L2 flush (a read of >= 2x L2; L2Flush
+says why not a write), then in the OFFLINE regime a GPU spin (pre-roll) long enough for the
+host to enqueue the call behind it, or in the SERVER regime an exponential idle gap; then
+start event -> fn() -> plain end event -> device-wide synchronize -> synced end event. The
+synced time is the reported one (robust to side streams, R1.6); plain vs synced and the host
+timer are kept for cross-checks.
 
 Why the pre-roll: OFFLINE means back-to-back launches, where a kernel's host launch cost
 overlaps the previous kernel. Without it, a Python-launched Triton kernel (20-40 us of host
@@ -51,6 +52,7 @@ _elapsed = torch.cuda.Event.elapsed_time
 _ev_sync = torch.cuda.Event.synchronize
 _device_sync = torch.cuda.synchronize
 _gpu_spin = torch.cuda._sleep  # busy-waits N cycles on the current stream
+_sum = torch.sum  # the L2 flush's read
 _sysrand = random.SystemRandom()
 
 
@@ -95,13 +97,28 @@ def summarize(values: list[float]) -> TimingStats:
     )
 
 
-def l2_flush_buffer(device: int | None = None) -> torch.Tensor:
-    """A buffer of 2x the L2 size (R2.2); writing it evicts everything the last call left."""
-    props = torch.cuda.get_device_properties(
-        torch.cuda.current_device() if device is None else device
-    )
-    l2 = getattr(props, "L2_cache_size", 0) or 50 * 2**20
-    return torch.empty(max(2 * l2, 64 * 2**20) // 4, dtype=torch.int32, device="cuda")
+class L2Flush:
+    """Evicts what the last call left in L2 by reading a buffer of 2x its size (R2.2).
+
+    A read, not a write: kf-timing-v1 zeroed the buffer (as triton.testing.do_bench does),
+    which leaves L2 full of dirty lines whose write-backs the timed call then pays as it reads.
+    That added 4.2 us to torch.matmul 1x6144x4096 bf16 (22.7 against 18.5 us after a read) and
+    8.0 us to 64x4096x14336 (H200, 2026-11-29: benchmarks/results/l2_flush_h200.json), the
+    same for every function timed, which pulled decode GEMMs' ratios toward 1 and had ranked
+    first a weight-streaming point that wins only over dirty lines (matmul's starting_points).
+    Before a weight-streaming GEMM a model's previous layer leaves its small output in L2, not
+    60 MB of dirty lines. The read also writes back what the inputs' refill left dirty."""
+
+    def __init__(self, device: int | None = None) -> None:
+        props = torch.cuda.get_device_properties(
+            torch.cuda.current_device() if device is None else device
+        )
+        l2 = getattr(props, "L2_cache_size", 0) or 50 * 2**20
+        self.buffer = torch.empty(max(2 * l2, 64 * 2**20) // 4, dtype=torch.int32, device="cuda")
+        self._sink = torch.empty((), dtype=torch.int64, device="cuda")
+
+    def __call__(self) -> None:
+        _sum(self.buffer, dim=0, out=self._sink)  # reads every line, writes 8 bytes
 
 
 def time_interleaved(
@@ -122,7 +139,7 @@ def time_interleaved(
     names = list(fns)
     samples = {name: Samples() for name in names}
     gpu = regime is not Regime.INTERPRETER
-    flush = l2_flush_buffer() if gpu else None
+    flush = L2Flush() if gpu else None
     # Warm-up on every function (compiles, autotunes, ramps clocks); at least 10 calls or 25 ms.
     launch_us: dict[str, list[float]] = {name: [] for name in names}
     for name in names:
@@ -180,7 +197,7 @@ def time_interleaved(
             samples[name].host_us.append(0.0)  # placeholder, set below
             if flush is not None:  # on a GPU
                 for _attempt in range(REGROW_TRIES + 1):
-                    flush.zero_()
+                    flush()
                     if regime is Regime.SERVER:
                         _device_sync()
                         _sleep(_sysrand.expovariate(1.0 / max(server_gap_ms, 1e-3)) / 1000.0)
@@ -251,9 +268,9 @@ def pick_preroll(table: list[tuple[float, float]]) -> float:
     return min(spin for spin, plain in table if plain <= 1.05 * best + 0.5)
 
 
-def _probe_plain_us(fn: Callable[[], None], flush: torch.Tensor, cycles: int) -> float:
+def _probe_plain_us(fn: Callable[[], None], flush: L2Flush, cycles: int) -> float:
     """One flushed, pre-rolled call; start event to the end event right after fn()."""
-    flush.zero_()
+    flush()
     _gpu_spin(cycles)
     start, end = _Event(True), _Event(True)
     _record(start)

@@ -410,7 +410,7 @@ def _wanted(job: dict) -> list[str]:
 
 def verify(job: dict) -> dict:
     """The model run every way in VARIANTS: each output checked against eager PyTorch's, each
-    compile timed, then all of them timed interleaved (kf-timing-v1), back to back (OFFLINE)
+    compile timed, then all of them timed interleaved (kf-timing-v2), back to back (OFFLINE)
     and one call at a time (SERVER, GPU only). The result names the best baseline, the best
     way to run the model with the kernels, and the speedup of one over the other."""
     from harness import runtime

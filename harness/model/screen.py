@@ -3,7 +3,7 @@
 screen_problems(problems) renders each problem's starting points (kernels' Op.starting_points,
 else each family's default), and one sandboxed child (phase `model_screen`, child.screen) runs
 each point on the problem's own inputs: checked against the op's reference, then timed
-interleaved with the op's PyTorch baseline (kf-timing-v1). The fastest correct point is gated
+interleaved with the op's PyTorch baseline (kf-timing-v2). The fastest correct point is gated
 on the op's whole sweep (odd sizes, a decode row) and its adversarial inputs. Only renders of
 our families are screened this way (trusted code, ARCHITECTURE.md "Two tiers"); what the
 model finally runs is decided by the end-to-end check, which times the model every way.

@@ -167,13 +167,30 @@ def _graph_us(fn, flush=None, reps: int = 20) -> float:
     return times[len(times) // 2]
 
 
+def test_the_l2_flush_evicts_what_the_last_call_read():
+    """L2Flush reads rather than writes (kf-timing-v2); it must still evict: a 16 MiB read that
+    L2 holds when warm runs from HBM after the flush (the flush's own time subtracted)."""
+    import torch
+
+    from harness.timing import L2Flush
+
+    flush = L2Flush()
+    x = torch.ones(4 * 2**20, dtype=torch.float32, device="cuda")
+    sink = torch.empty((), dtype=torch.float32, device="cuda")
+    read = lambda: torch.sum(x, dim=0, out=sink)  # noqa: E731
+    warm_us = _graph_us(read)
+    cold_us = _graph_us(read, flush) - _graph_us(None, flush)
+    _record("l2_flush_evicts", {"warm_us": warm_us, "cold_us": cold_us})
+    assert cold_us > 1.2 * warm_us, (warm_us, cold_us)
+
+
 @pytest.mark.parametrize("shape", ["8192x8192", "256x1024"])
 def test_a_short_memory_bound_kernel_reads_close_to_its_graph_replay_time(shape):
     """The OFFLINE pre-roll must hide a Triton kernel's ~30 us Python launch without raising a
     timer_mismatch or side_stream false positive, and report ~ its cold-L2 device time."""
     import torch
 
-    from harness.timing import l2_flush_buffer
+    from harness.timing import L2Flush
     from kernels.candidate import load_module
 
     problem = kernels.parse_problem("rmsnorm", shape, "bf16")
@@ -185,15 +202,15 @@ def test_a_short_memory_bound_kernel_reads_close_to_its_graph_replay_time(shape)
     inputs = op.make_inputs(problem, seed=1, device="cuda")
     spec = op.output_spec(problem)
     out = torch.empty(spec.shape, dtype=spec.dtype, device="cuda")
-    buf = l2_flush_buffer()
+    flush = L2Flush()
     cand = lambda: module.run(*inputs, out=out)  # noqa: E731
     torch_fn = lambda: op.baseline(problem, *inputs, out=out)  # noqa: E731
-    flush_us = _graph_us(None, buf.zero_)
+    flush_us = _graph_us(None, flush)
     graph = {
         "candidate_warm_us": _graph_us(cand),
-        "candidate_cold_us": _graph_us(cand, buf.zero_) - flush_us,
+        "candidate_cold_us": _graph_us(cand, flush) - flush_us,
         "torch_warm_us": _graph_us(torch_fn),
-        "torch_cold_us": _graph_us(torch_fn, buf.zero_) - flush_us,
+        "torch_cold_us": _graph_us(torch_fn, flush) - flush_us,
         "flush_us": flush_us,
     }
     offline = ev.timings.candidate.median_us if ev.timings else None

@@ -151,7 +151,8 @@ LARGE = [
 # Async (cp.async, compiler-pipelined) points lead: 79-103 % of the copy roof with a clean L2
 # on every shape of >= 32 MiB but one. Register prefetch (evict-first B) is slower with a
 # clean L2 and wins only where the L2 flush left dirty lines to write back (1x4096x14336:
-# 51.8 vs 57.3 us for torch dirty, 46.5 vs 44.3 us clean), so it comes last.
+# 51.8 vs 57.3 us for torch dirty, 46.5 vs 44.3 us clean), so it comes last. The timing's
+# flush leaves a clean L2 since kf-timing-v2 (harness.timing.L2Flush).
 
 
 def weight_stream_point(bm, bn, bk, s, w, split="auto", mma="dot", loads="async") -> Point:
