@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
 CHROMIUM = "/usr/bin/chromium"
 RECORDED = Path(__file__).resolve().parents[3] / "benchmarks" / "results"
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "models" / "llama_decode.py"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "models" / "gptj_block.py"
 
 
 def test_the_model_page_shows_every_baseline_and_draws_the_end_to_end_chart(
@@ -27,10 +27,10 @@ def test_the_model_page_shows_every_baseline_and_draws_the_end_to_end_chart(
     if not Path(CHROMIUM).exists():
         pytest.skip("no chromium")
     playwright = pytest.importorskip("playwright.sync_api")
-    result = json.loads((RECORDED / "model_llama_decode_h100_run1.json").read_text())["result"]
-    source = check_model_source(EXAMPLE.read_text(), "llama_decode.py")
+    result = json.loads((RECORDED / "model_gptj_block_h200_roofplan.json").read_text())["result"]
+    source = check_model_source(EXAMPLE.read_text(), "gptj_block.py")
     with django_capture_on_commit_callbacks(execute=False):
-        (job,) = model_jobs(alice, team, [source], title="Decode step", gpu_minutes=10)
+        (job,) = model_jobs(alice, team, [source], title="GPT-J block", gpu_minutes=10)
     e2e = result["end_to_end"] | {"winners": [], "predicted": result["predicted_from_kernels"]}
     ModelRun.objects.filter(job=job).update(
         status=ModelRun.Status.DONE, end_to_end=e2e, profile=result["profile"], plan=result["plan"]
@@ -47,6 +47,7 @@ def test_the_model_page_shows_every_baseline_and_draws_the_end_to_end_chart(
         headline = page.inner_text("#end-to-end-headline")
         rows = page.locator("#end-to-end-timings tbody tr").count()
         basis = page.inner_text("#plan-basis")
+        first_planned = page.inner_text("#plan tbody tr:first-child")
         shot = Path(os.environ.get("KF_SCREENSHOT_DIR") or tmp_path) / "model-page-laptop.png"
         page.screenshot(path=str(shot), full_page=True)
         browser.close()
@@ -54,4 +55,6 @@ def test_the_model_page_shows_every_baseline_and_draws_the_end_to_end_chart(
     assert "torch.compile + CUDA graphs" in headline
     assert rows == len(e2e["variants"]) == 9
     assert "compiled model" in basis
+    # The saving the plan expected of its first problem, the bias+GELU GEMM (4.2 % of the time).
+    assert "NT+bias+gelu" in first_planned and "4.2 %" in first_planned, first_planned
     assert shot.stat().st_size > 10_000
