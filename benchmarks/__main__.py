@@ -233,7 +233,9 @@ def measured_roofs() -> dict:
         info = device_ceilings()
         if info.peak_gbps and info.peak_tflops:
             return {
-                "copy_gbps": info.peak_gbps,
+                "memory_gbps": info.peak_gbps,
+                "copy_gbps": info.copy_gbps or info.peak_gbps,
+                "read_gbps": info.read_gbps,
                 "peak_tflops": info.peak_tflops,
                 "source": "harness.device_ceilings",
                 "method": info.method,
@@ -243,7 +245,9 @@ def measured_roofs() -> dict:
     with tempfile.TemporaryDirectory() as cache_dir:
         data = ceilings.measure({"cache_dir": cache_dir, "refresh": True})
     return {
-        "copy_gbps": data["peak_gbps"],
+        "memory_gbps": data["peak_gbps"],
+        "copy_gbps": data["copy_gbps"],
+        "read_gbps": data["read_gbps"],
         "peak_tflops": data["peak_tflops"],
         "source": "harness.ceilings.measure (in this process)",
         "method": data["method"],

@@ -128,12 +128,16 @@ class DeviceInfo:
     driver: str = ""
     cuda: str = ""
     peak_tflops: float | None = None  # measured dense bf16 matmul rate
-    peak_gbps: float | None = None  # measured device-to-device copy bandwidth
+    # The fastest measured memory stream: a read (a decode GEMM's weights), or a copy where
+    # reads were not measured (ceilings cached before 2026-11-29).
+    peak_gbps: float | None = None
     # Added by the harness engineer: per-dtype measured matmul rates (fp32 is TF32-off), how
     # the ceilings were measured, and whether they came from the per-device cache.
     peak_tflops_by_dtype: dict[str, float] = field(default_factory=dict)
     method: str = ""
     cached: bool = False
+    copy_gbps: float | None = None  # device-to-device copy_, read + write bytes
+    read_gbps: float | None = None  # a read-only stream
 
     def floor_s(self, flops: float, nbytes: float, dtype: str) -> float:
         """The roofline's least time for this much work at the measured ceilings (0.0 where
