@@ -104,8 +104,9 @@ class L2Flush:
     which leaves L2 full of dirty lines whose write-backs the timed call then pays as it reads.
     That added 4.2 us to torch.matmul 1x6144x4096 bf16 (22.7 against 18.5 us after a read) and
     8.0 us to 64x4096x14336 (H200, 2026-11-29: benchmarks/results/l2_flush_h200.json), the
-    same for every function timed, which pulled decode GEMMs' ratios toward 1 and had ranked
-    first a weight-streaming point that wins only over dirty lines (matmul's starting_points).
+    same for every function timed, which pulled decode GEMMs' ratios toward 1 and favoured
+    weight-streaming points that win only over dirty lines (register prefetch, in matmul's
+    starting_points).
     Before a weight-streaming GEMM a model's previous layer leaves its small output in L2, not
     60 MB of dirty lines. The read also writes back what the inputs' refill left dirty."""
 

@@ -408,5 +408,6 @@ def plan_groups(
 def _roof(problem: Problem, calls: float, device: DeviceInfo) -> dict[str, float]:
     op = kernels.get_op(problem.op)
     floor_s = device.floor_s(op.flops(problem), op.bytes_moved(problem), problem.dtype)
-    unfused_s = op.unfused_bytes(problem) / (device.peak_gbps * 1e9) if device.peak_gbps else 0.0
+    copy_gbps = device.copy_gbps or device.peak_gbps  # an elementwise pass reads and writes
+    unfused_s = op.unfused_bytes(problem) / (copy_gbps * 1e9) if copy_gbps else 0.0
     return {"floor_us": calls * floor_s * 1e6, "unfused_us": calls * unfused_s * 1e6}
