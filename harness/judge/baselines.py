@@ -71,7 +71,11 @@ def _compiled(
     op: Op, problem: Problem, spec, device: str, parts: dict[str, float]
 ) -> Callable[..., None]:
     started = time.perf_counter()
+    import torch._dynamo  # noqa: F401  (a warm spare imported it ahead; a fresh child pays here)
     import torch._inductor.config as inductor_config
+
+    parts["compile_imports"] = round(time.perf_counter() - started, 3)
+    started = time.perf_counter()
 
     # In-process compilation: inductor's subprocess workers failed inside the sandbox on the
     # H100 (SubprocException in the compile pool); one thread is slower but works there.
