@@ -1,5 +1,5 @@
 """What every benchmarks/results/ entry a device script writes starts with: when it ran (UTC),
-the machine's device and library versions, and the command that made it."""
+the machine's device and library versions, the command that made it and the timing protocol."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import shlex
 import subprocess
 from pathlib import Path
 from typing import Any
+
+from harness.config import TIMING_PROTOCOL
 
 
 def versions() -> dict[str, str]:
@@ -40,11 +42,13 @@ def versions() -> dict[str, str]:
 
 
 def stamp(module: str, argv: list[str]) -> dict[str, Any]:
-    """{date, versions, command} for a run of `python3 -m module argv...`."""
+    """{date, versions, command, timing_protocol} for a run of `python3 -m module argv...`: the
+    protocol's version says which L2 flush its times were taken after (harness/config.py)."""
     return {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "versions": versions(),
         "command": f"python3 -m {module} " + shlex.join(argv),
+        "timing_protocol": TIMING_PROTOCOL,
     }
 
 

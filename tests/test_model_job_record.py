@@ -86,5 +86,6 @@ def test_a_record_names_the_command_versions_and_date():
     entry = model_job.record(RESULT, "a run", ["m.py", "--budget", "60", "--record", "a run"])
     assert entry["command"] == "python3 -m benchmarks.model_job m.py --budget 60 --record 'a run'"
     assert {"python", "torch", "triton", "device", "driver"} <= set(entry["versions"])
+    assert entry["timing_protocol"] == "kf-timing-v2"  # its times came after a read flush
     assert entry["date"].endswith("UTC") and entry["result"] is RESULT
     json.dumps(entry)  # plain JSON
