@@ -214,7 +214,8 @@ def _run(phase, job, workdir, *, limits, wall_s, cuda, isolate_net, isolate_fs, 
                         isolate_net=isolate_net, isolate_fs=isolate_fs, isolate_ns=isolate_ns,
                         writable=writable, readable=readable, env_extra=env_extra,
                         wrapper=wrapper, prestart=prestart, spares=False,
-                        pass_fds=pass_fds, started=None, background=background)  # fmt: skip
+                        pass_fds=pass_fds, started=None, background=background,
+                        cancel=cancel)  # fmt: skip
         code = child.proc.returncode
         if oom_killed:
             code = child.proc.returncode = -signal.SIGKILL

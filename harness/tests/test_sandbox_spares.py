@@ -115,6 +115,30 @@ def test_a_dead_spare_falls_back_to_a_fresh_child():
     assert not alive(pid)
 
 
+def test_a_spare_that_dies_after_its_claim_falls_back_to_a_fresh_child(monkeypatch):
+    # The race the test above leaves to chance: the claim reaches the spare, which is killed
+    # before it answers. The phase runs once more in a fresh child, whose verdict stands.
+    from harness.sandbox import process
+
+    hand_over, killed = process.hand_over, []
+
+    def hand_over_then_kill(child, claim):
+        handed = hand_over(child, claim)
+        if not killed:
+            killed.append(child.proc.pid)
+            os.kill(child.proc.pid, signal.SIGKILL)
+        return handed
+
+    with _workdir() as workdir:
+        _env_run(workdir, prestart=True)
+        pid = _the_spare()
+        monkeypatch.setattr(process, "hand_over", hand_over_then_kill)
+        res = _env_run(workdir)
+    assert killed == [pid]
+    assert res.status is ChildStatus.OK, res.error
+    assert not res.spare and res.pid != pid
+
+
 def test_a_spare_with_a_thread_landlock_would_miss_is_not_used():
     # OpenBLAS with 2 threads starts a worker when torch imports numpy: Landlock, applied at
     # the claim, would not restrict that thread, so the spare must refuse to serve.
