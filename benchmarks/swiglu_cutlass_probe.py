@@ -62,7 +62,7 @@ def nvcc_command(name: str, out: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def build(out_dir: Path, jobs: int) -> dict:
+def build(out_dir: Path, jobs: int, names: list[str] | None = None) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
 
     def one(name: str) -> tuple[str, dict]:
@@ -74,7 +74,7 @@ def build(out_dir: Path, jobs: int) -> dict:
                       "log": proc.stderr[-2000:]}  # fmt: skip
 
     with ThreadPoolExecutor(jobs) as pool:
-        return dict(pool.map(one, CONFIGS))
+        return dict(pool.map(one, names or list(CONFIGS)))
 
 
 def load(path: Path):
