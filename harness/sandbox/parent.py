@@ -200,10 +200,9 @@ def _run(phase, job, workdir, *, limits, wall_s, cuda, isolate_net, isolate_fs, 
         if why:
             return _result(child, ChildStatus.FORGED, wall_used, spare, error=why)
         if message and untrusted:
-            head = bytes(message[:80]), bytes(message[-80:]), len(message)
             error = (
                 "its result message is not well formed (did its code write into it?): "
-                f"{head[2]} bytes, {head[0]!r} ... {head[1]!r}"
+                + _malformed(bytes(message))
             )
             return _result(child, ChildStatus.CRASH, wall_used, spare, error=error)
         if spare:
@@ -368,6 +367,21 @@ class _ResultReader:
             if not chunk:
                 return
             self.message += chunk
+
+
+def _malformed(message: bytes) -> str:
+    """What is wrong with a message that is not a JSON object: its size, ends, and where the
+    parser stopped with the bytes around it (a flaky CI failure showed intact ends only)."""
+    text = f"{len(message)} bytes, {message[:80]!r} ... {message[-80:]!r}"
+    body = message.partition(b"\n")[2]
+    try:
+        json.loads(body)
+    except ValueError as exc:
+        at = getattr(exc, "pos", None)
+        text += f"; {type(exc).__name__}: {exc}"
+        if at is not None:
+            text += f"; around it: {body[max(0, at - 60) : at + 60]!r}"
+    return text
 
 
 def _verify(message: bytes, key: bytes, nonce: str) -> tuple[dict | None, str]:

@@ -18,7 +18,7 @@ import harness
 from harness import Verdict
 from harness.config import Limits
 from harness.sandbox import ChildStatus, run_child
-from harness.sandbox.parent import _ResultReader, _verify
+from harness.sandbox.parent import _malformed, _ResultReader, _verify
 from harness.sandbox.process import BACKGROUND_NICE
 from harness.tests.conftest import fresh, run_fixture
 
@@ -150,6 +150,16 @@ def test_it_refuses_a_result_without_the_right_hmac():
     assert _verify(b"", key, "n1") == (None, "")
     # Without a key (an untrusted phase) a message is data, taken as it is and checked later.
     assert _verify(b"-\n" + body, b"", "")[0] == {"nonce": "n1", "status": "ok"}
+
+
+def test_a_malformed_result_says_where_its_json_broke():
+    # Two messages back to back (something wrote its own after the runner's) read as intact at
+    # both ends; the error names the parser's complaint and the bytes where it stopped.
+    one = b'-\n{"status": "ok", "nonce": ""}'
+    why = _malformed(one + one)
+    assert why.startswith(f"{2 * len(one)} bytes, ")
+    assert f"Extra data: line 1 column {len(one) - 1}" in why, why
+    assert "around it: " in why and why.split("around it: ")[1].count('}-\\n{"status"') == 1, why
 
 
 @pytest.mark.parametrize("phase", ["selftest_env"])
