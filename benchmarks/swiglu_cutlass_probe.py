@@ -32,14 +32,16 @@ from pathlib import Path
 from benchmarks import results_record
 
 SOURCE = Path(__file__).resolve().parents[1] / "kernels/ops/swiglu_gate/families/cutlass_sm90.cu"
-# name: (tile M, N, K), (cluster M, N), schedule (0 cooperative, 1 ping-pong), interleave group
+# name: (tile M, N, K), (cluster M, N), schedule (0 cooperative, 1 ping-pong), interleave
+# group, store (group 8: 0 each thread its 2 outputs, 1 a quad's lanes trade to 8 each)
 CONFIGS = {
-    "g1_t128x256x64_c2x1_coop": ((128, 256, 64), (2, 1), 0, 1),
-    "g8_t128x256x64_c2x1_coop": ((128, 256, 64), (2, 1), 0, 8),
-    "g8_t128x256x64_c1x1_coop": ((128, 256, 64), (1, 1), 0, 8),
-    "g8_t256x128x64_c1x2_coop": ((256, 128, 64), (1, 2), 0, 8),
-    "g8_t64x256x64_c1x1_ping": ((64, 256, 64), (1, 1), 1, 8),
-    "g8_t128x128x64_c2x1_ping": ((128, 128, 64), (2, 1), 1, 8),
+    "g1_t128x256x64_c2x1_coop": ((128, 256, 64), (2, 1), 0, 1, 0),
+    "g8_t128x256x64_c2x1_coop": ((128, 256, 64), (2, 1), 0, 8, 0),
+    "g8q_t128x256x64_c2x1_coop": ((128, 256, 64), (2, 1), 0, 8, 1),
+    "g8q_t128x256x64_c1x1_coop": ((128, 256, 64), (1, 1), 0, 8, 1),
+    "g8q_t256x128x64_c1x2_coop": ((256, 128, 64), (1, 2), 0, 8, 1),
+    "g8q_t64x256x64_c1x1_ping": ((64, 256, 64), (1, 1), 1, 8, 1),
+    "g8q_t128x128x64_c2x1_ping": ((128, 128, 64), (2, 1), 1, 8, 1),
 }
 SHAPES = {  # (M tokens, N hidden, K model dim)
     "qwen2_7b_2x1024": (2048, 18944, 3584),
@@ -52,13 +54,13 @@ def nvcc_command(name: str, out: Path) -> list[str]:
     import cutlass_library
 
     include = Path(cutlass_library.__file__).parent / "source/include"
-    (tm, tn, tk), (cm, cn), schedule, group = CONFIGS[name]
+    (tm, tn, tk), (cm, cn), schedule, group, store = CONFIGS[name]
     return [
         "nvcc", "-std=c++17", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr",
         "-gencode=arch=compute_90a,code=sm_90a", f"-I{include}", "-Xcompiler", "-fPIC",
         "-shared", "-DKF_ELEM=0", f"-DKF_TILE_M={tm}", f"-DKF_TILE_N={tn}", f"-DKF_TILE_K={tk}",
         f"-DKF_CLUSTER_M={cm}", f"-DKF_CLUSTER_N={cn}", f"-DKF_SCHEDULE={schedule}",
-        "-DKF_STAGES=0", f"-DKF_GROUP={group}", str(SOURCE), "-o", str(out),
+        "-DKF_STAGES=0", f"-DKF_GROUP={group}", f"-DKF_STORE={store}", str(SOURCE), "-o", str(out),
     ]  # fmt: skip
 
 

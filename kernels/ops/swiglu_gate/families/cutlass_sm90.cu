@@ -12,7 +12,9 @@
 // Compile-time configuration (-D flags):
 //   KF_ELEM 0: bf16, 1: fp16;  KF_TILE_M/N/K CTA tile (N counts interleaved columns);
 //   KF_CLUSTER_M/N cluster;  KF_SCHEDULE 0: cooperative, 1: ping-pong;  KF_STAGES 0: auto;
-//   KF_GROUP 1 or 8: the interleave (8: two outputs per 4-byte store, N % 8 == 0)
+//   KF_GROUP 1 or 8: the interleave (8: N % 8 == 0);  KF_STORE (group 8) 0: each thread
+//   stores its 2 adjacent outputs (4 bytes), 1: each quad of lanes trades them so that each
+//   lane stores 8 (16 bytes)
 
 #include <cstdint>
 #include <cstdio>
@@ -30,6 +32,10 @@
 #include "cutlass/gemm/kernel/tile_scheduler.hpp"
 
 using namespace cute;
+
+#ifndef KF_STORE
+#define KF_STORE 0
+#endif
 
 #if KF_ELEM == 0
 using Element = cutlass::bfloat16_t;
@@ -89,8 +95,11 @@ class SwigluEpilogue {
   }
   template <class ProblemShape>
   static bool can_implement(ProblemShape const& problem_shape, Arguments const& args) {
+    // Stores of 2 (group 8) or 8 (group 8, quad stores) outputs: rows and `out` aligned to them.
+    const int vector = KF_GROUP == 1 ? 1 : KF_STORE == 0 ? 2 : 8;
     return args.ptr_out != nullptr && get<1>(problem_shape) % (2 * KF_GROUP) == 0 &&
-           (KF_GROUP == 1 || (args.ldo % 2 == 0 && reinterpret_cast<uintptr_t>(args.ptr_out) % 4 == 0));
+           args.ldo % vector == 0 &&
+           reinterpret_cast<uintptr_t>(args.ptr_out) % (vector * sizeof(Element)) == 0;
   }
 
   CUTLASS_HOST_DEVICE
@@ -128,7 +137,7 @@ class SwigluEpilogue {
         params.ptr_out[static_cast<int64_t>(m) * params.ldo + n / 2] = Element(gated);
       }
     }
-#else
+#elif KF_STORE == 0
     // Groups of 8: columns 16g..16g+7 are gates 8g..8g+7 and 16g+8..16g+15 their ups. A thread
     // holds columns (c, c + 1) of each 8-column chunk, values i, i + 1 (and i + 2, i + 3 for the
     // row 8 below); the next chunk's are i + 4..i + 7. So values i..i+3 are two gates on two
@@ -155,11 +164,62 @@ class SwigluEpilogue {
         }
       }
     }
+#else
+    // Groups of 8, and each quad of lanes (which holds the 8 columns of a chunk, two each)
+    // trades its gated pairs so that lane q ends up with all 8 outputs of chunk pair q of every
+    // 4: one 16-byte store per lane, the quad's 64 bytes of a row contiguous (whole sectors,
+    // where 4-byte stores fill half of each).
+    static_assert(decltype(size(accumulators))::value % 32 == 0, "tile N must be a multiple of 64");
+    const int lane = threadIdx.x % 32;
+    const int q = lane % 4;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(accumulators); i += 32) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int h = 0; h < 4; h += 2) {  // the thread's two rows, r and r + 8
+        const int m = get<0>(thread_coords(i + h));
+        const int n0 = get<1>(thread_coords(i + h));
+        uint32_t pairs[4];
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < 4; ++j) {
+          const int v = i + 8 * j + h;  // chunk pair j: gates v, v + 1; ups v + 4, v + 5
+          if (get<1>(thread_coords(v)) != n0 + 16 * j || get<0>(thread_coords(v)) != m ||
+              get<1>(thread_coords(v + 4)) != n0 + 16 * j + 8 ||
+              get<1>(thread_coords(v + 1)) != n0 + 16 * j + 1 || (n0 & 15) != 2 * q) {
+            __trap();
+          }
+          cutlass::Array<Element, 2> pair;
+          pair[0] = Element(silu(accumulators(v)) * accumulators(v + 4));
+          pair[1] = Element(silu(accumulators(v + 1)) * accumulators(v + 5));
+          pairs[j] = reinterpret_cast<uint32_t const&>(pair);
+        }
+        // Round r: lane l sends its pair for chunk pair (l - r) % 4; lane q receives from lane
+        // (q + r) % 4 its pair for chunk pair q.
+        uint32_t mine[4];
+        CUTLASS_PRAGMA_UNROLL
+        for (int r = 0; r < 4; ++r) {
+          const uint32_t sent = pick((q - r) & 3, pairs);
+          const uint32_t got = __shfl_sync(0xffffffffu, sent, (lane & ~3) | ((q + r) & 3));
+          const int from = (q + r) & 3;
+          mine[0] = from == 0 ? got : mine[0];
+          mine[1] = from == 1 ? got : mine[1];
+          mine[2] = from == 2 ? got : mine[2];
+          mine[3] = from == 3 ? got : mine[3];
+        }
+        const int feature = ((n0 - 2 * q) / 16 + q) * 8;  // chunk pair q's first output
+        if (m < m_size && 2 * feature < n2_size) {
+          *reinterpret_cast<uint4*>(params.ptr_out + static_cast<int64_t>(m) * params.ldo +
+                                    feature) = make_uint4(mine[0], mine[1], mine[2], mine[3]);
+        }
+      }
+    }
 #endif
   }
 
  private:
   CUTLASS_DEVICE static float silu(float v) { return v / (1.0f + __expf(-v)); }
+  CUTLASS_DEVICE static uint32_t pick(int j, uint32_t const (&v)[4]) {  // no local memory
+    return j == 0 ? v[0] : j == 1 ? v[1] : j == 2 ? v[2] : v[3];
+  }
 
   Params params;
 };
