@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from benchmarks import results_record
+from kernels.ops.swiglu_gate.op import interleave
 
 SOURCE = Path(__file__).resolve().parents[1] / "kernels/ops/swiglu_gate/families/cutlass_sm90.cu"
 # name: (tile M, N, K), (cluster M, N), schedule (0 cooperative, 1 ping-pong), interleave
@@ -89,16 +90,6 @@ def load(path: Path):
     lib.kf_last_error.restype = ctypes.c_char_p
     lib.kf_describe.restype = ctypes.c_char_p
     return lib
-
-
-def interleave(w_gate, w_up, group: int):
-    """(2N, K): groups of `group` gate rows, each followed by the same rows of up (group 1:
-    row 2j is w_gate[j], row 2j + 1 is w_up[j])."""
-    import torch
-
-    n, k = w_gate.shape
-    pairs = torch.stack((w_gate.view(n // group, group, k), w_up.view(n // group, group, k)), 1)
-    return pairs.reshape(2 * n, k).contiguous()
 
 
 def probe_shape(shape, libs: dict, compile_too: bool) -> dict:

@@ -133,6 +133,12 @@ class Family(abc.ABC):
     op: str
     backend: str = "triton"  # "triton" or "cuda"
     description: str = ""
+    # The op layouts this family's kernels read (None: every layout of its op); check()
+    # refuses the others.
+    layouts: tuple[str, ...] | None = None
+
+    def serves(self, layout: str) -> bool:
+        return self.layouts is None or layout in self.layouts
 
     @abc.abstractmethod
     def space(self, problem: Problem) -> ParamSpace: ...
@@ -143,6 +149,9 @@ class Family(abc.ABC):
 
     def check(self, problem: Problem, params: Mapping[str, Any]) -> str | None:
         """Why this point is invalid for this problem (e.g. shared memory), or None if valid."""
+        if not self.serves(problem.layout):
+            served = ", ".join(repr(x) for x in self.layouts or ())
+            return f"{self.name} reads layout {served}, not {problem.layout!r}"
         space = self.space(problem)
         for name, value in params.items():
             if name not in space.choices:

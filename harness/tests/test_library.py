@@ -139,6 +139,14 @@ def test_no_nvcc_means_no_library(monkeypatch):
     assert library.points_for(problem) == []
 
 
+def test_swiglu_gates_interleaved_class_plans_its_cutlass_builds_only():
+    items = library.planned(("swiglu_gate/bf16/i8",))
+    assert {i.family.name for i in items} == {"swiglu_gate_cutlass_sm90"}
+    assert len(items) == len(items[0].family.library_points(items[0].problem)) > 100
+    # The separate-weights layout has no family built ahead: nothing to plan.
+    assert library.planned(("swiglu_gate/bf16/",)) == []
+
+
 def test_an_unknown_class_is_refused_with_what_is_known():
     with pytest.raises(ValueError, match="no library for op 'softmax'"):
         library.planned(("softmax/bf16/",))

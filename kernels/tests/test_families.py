@@ -33,7 +33,7 @@ def sample_points(family, problem, count, seed=0):
 
 @pytest.mark.parametrize(("op_name", "family"), FAMILIES, ids=IDS)
 def test_its_default_is_valid_and_renders_deterministically(op_name, family):
-    problem = small_problem(op_name, "fp16")
+    problem = small_problem(op_name, "fp16", family)
     params = family.default(problem)
     assert family.check(problem, params) is None
     source = family.render(problem, params)
@@ -44,7 +44,7 @@ def test_its_default_is_valid_and_renders_deterministically(op_name, family):
 
 @pytest.mark.parametrize(("op_name", "family"), FAMILIES, ids=IDS)
 def test_its_check_rejects_points_outside_the_space(op_name, family):
-    problem = small_problem(op_name, "fp16")
+    problem = small_problem(op_name, "fp16", family)
     params = dict(family.default(problem))
     first = next(iter(params))
     assert family.check(problem, {**params, first: -12345}) is not None
@@ -53,7 +53,7 @@ def test_its_check_rejects_points_outside_the_space(op_name, family):
 
 @pytest.mark.parametrize(("op_name", "family"), FAMILIES, ids=IDS)
 def test_a_diff_between_two_points_shows_only_the_changed_constants(op_name, family):
-    problem = small_problem(op_name, "fp16")
+    problem = small_problem(op_name, "fp16", family)
     a = family.default(problem)
     b = next(p for p in sample_points(family, problem, 20, seed=1)[1:] if p != a)
     lines_a = family.render(problem, a).splitlines()
@@ -67,8 +67,9 @@ def test_a_diff_between_two_points_shows_only_the_changed_constants(op_name, fam
 @pytest.mark.parametrize(("op_name", "family"), TRITON, ids=TRITON_IDS)
 def test_its_candidates_are_correct_in_the_interpreter(op_name, family):
     op = all_ops()[op_name]
-    base = small_problem(op_name, "fp16")
-    for layout in op.layouts if op_name != "matmul" else ("NN", "NT", "TN+bias+gelu"):
+    base = small_problem(op_name, "fp16", family)
+    layouts = op.layouts if op_name != "matmul" else ("NN", "NT", "TN+bias+gelu")
+    for layout in filter(family.serves, layouts):
         for problem in (base, tiny_odd(op, base)):
             problem = Problem(problem.op, problem.shape, problem.dtype, layout)
             for params in sample_points(family, problem, 2):

@@ -13,12 +13,13 @@ from kernels.shapes import public_problems
 OPS = sorted(all_ops())
 
 
-def small_problem(op_name: str, dtype: str = "fp32") -> Problem:
-    """A small, odd-sized problem per op (the interpreter is slow)."""
+def small_problem(op_name: str, dtype: str = "fp32", family=None) -> Problem:
+    """A small, odd-sized problem per op (the interpreter is slow), in the op's first layout
+    (or the first that `family` reads)."""
     op = all_ops()[op_name]
     dtype = dtype if dtype in op.dtypes else op.dtypes[0]
     sizes = {"M": 5, "N": 24, "K": 40, "T": 6, "H": 3, "HKV": 1, "D": 16, "B": 2, "S": 24, "F": 40}
-    layout = op.layouts[0]
+    layout = next(x for x in op.layouts if family is None or family.serves(x))
     if op_name == "matmul" and dtype == "fp32":
         layout += "+tf32"  # an fp32 matmul is a TF32 one (kernels/ops/matmul/op.py)
     return Problem(op_name, tuple(sizes[d] for d in op.dims), dtype, layout)

@@ -5,6 +5,14 @@ Shape (M, N, K): x is (M, K) tokens; w_gate and w_up are (N, K), nn.Linear's wei
 is (M, N). Fused, x is read once for both products, the two (M, N) intermediates never reach
 memory, and the gating happens in the GEMM's epilogue. The down projection stays a matmul
 problem of its own (kernels/ops/swiglu is the whole MLP with (K, N) weights).
+
+Layout "i8" takes the two weights as one (2N, K) matrix, interleaved in groups of 8 rows: rows
+16g..16g+7 are w_gate[8g..8g+7], rows 16g+8..16g+15 are w_up[8g..8g+7] (`interleave`; N a
+multiple of 8). A model's weights are constant, so the interleave is a one-time copy at load
+time, and the pair becomes one GEMM of (M, 2N, K) whose tiles hold each output's gate and up
+columns side by side: the CUTLASS family gates them in its register epilogue
+(families/cutlass_sm90.cu). Its baseline is that GEMM with PyTorch (F.linear) and the gating as
+a second pass, what a model with concatenated gate/up weights runs.
 """
 
 from __future__ import annotations
@@ -13,7 +21,24 @@ import math
 
 import torch
 
-from kernels.problem import Op, OutputSpec, Tolerance
+from kernels.problem import Op, OutputSpec, ProblemError, Tolerance
+
+INTERLEAVED = "i8"
+GROUP = 8  # rows of gate, then the same rows of up, in an interleaved weight
+
+
+def interleave(w_gate: torch.Tensor, w_up: torch.Tensor, group: int = GROUP) -> torch.Tensor:
+    """(2N, K): each `group` rows of w_gate followed by the same rows of w_up."""
+    n, k = w_gate.shape
+    pairs = torch.stack((w_gate.view(n // group, group, k), w_up.view(n // group, group, k)), 1)
+    return pairs.reshape(2 * n, k).contiguous()
+
+
+def deinterleave(w: torch.Tensor, group: int = GROUP) -> tuple[torch.Tensor, torch.Tensor]:
+    """(w_gate, w_up) views of an interleaved (2N, K) weight."""
+    n2, k = w.shape
+    pairs = w.view(n2 // (2 * group), 2, group, k)
+    return pairs[:, 0].reshape(-1, k), pairs[:, 1].reshape(-1, k)
 
 
 class SwigluGateOp(Op):
@@ -21,9 +46,22 @@ class SwigluGateOp(Op):
     dims = ("M", "N", "K")
     dtypes = ("fp16", "bf16")
     description = "silu(x @ w_gate^T) * (x @ w_up^T): SwiGLU gate and up projections, one GEMM"
+    layouts = ("", INTERLEAVED)
+
+    def layout_note(self):
+        return "i8: the gate and up weights as one (2N, K) matrix interleaved in groups of 8 rows"
+
+    def validate(self, problem):
+        super().validate(problem)
+        if problem.layout == INTERLEAVED and problem.shape[1] % GROUP:
+            raise ProblemError(
+                f"layout i8 interleaves groups of {GROUP} rows: N must be a multiple of {GROUP}"
+            )
 
     def input_shapes(self, problem):
         m, n, k = problem.shape
+        if problem.layout == INTERLEAVED:
+            return [(m, k), (2 * n, k)]
         return [(m, k), (n, k), (n, k)]
 
     def output_spec(self, problem):
@@ -39,10 +77,23 @@ class SwigluGateOp(Op):
             return (torch.randn(shape, generator=gen, device=device) * scale).to(dtype)
 
         # Gate and up ~N(0, 1) whatever K is: silu sees both of its regimes.
-        return randn((m, k), 1.0), randn((n, k), k**-0.5), randn((n, k), k**-0.5)
+        x, w_gate, w_up = randn((m, k), 1.0), randn((n, k), k**-0.5), randn((n, k), k**-0.5)
+        return self._as_layout(problem, x, w_gate, w_up)
+
+    def _as_layout(self, problem, x, w_gate, w_up):
+        if problem.layout == INTERLEAVED:
+            return x, interleave(w_gate, w_up)
+        return x, w_gate, w_up
+
+    def _separate(self, problem, inputs):
+        """(x, w_gate, w_up) whatever the layout."""
+        if problem.layout == INTERLEAVED:
+            x, w = inputs
+            return (x, *deinterleave(w))
+        return tuple(inputs)
 
     def adversarial_inputs(self, problem, *, seed, device):
-        x, wg, wu = self.make_inputs(problem, seed=seed, device=device)
+        x, wg, wu = self._separate(problem, self.make_inputs(problem, seed=seed, device=device))
         k = problem.shape[2]
         # Gates spread wide and shifted negative: silu runs from saturated-off to linear.
         wide = (wg.float() * 4 - 3 * k**-0.5).to(wg.dtype)
@@ -52,14 +103,27 @@ class SwigluGateOp(Op):
             torch.randint(0, 2, t.shape, generator=gen, device=device).to(t.dtype)
             for t in (x, wg, wu)
         ]
-        return {"wide_gates": (x, wide, wu), "zero_one": tuple(ints)}
+        return {
+            "wide_gates": self._as_layout(problem, x, wide, wu),
+            "zero_one": self._as_layout(problem, *ints),
+        }
 
-    def reference(self, problem, x, w_gate, w_up):
+    def reference(self, problem, *inputs):
+        x, w_gate, w_up = self._separate(problem, inputs)
         x = x.double()
         gate = x @ w_gate.double().T
         return torch.nn.functional.silu(gate) * (x @ w_up.double().T)
 
-    def baseline(self, problem, x, w_gate, w_up, *, out):
+    def baseline(self, problem, *inputs, out):
+        if problem.layout == INTERLEAVED:  # one GEMM, then the gating over its (M, 2N)
+            x, w = inputs
+            m, n = out.shape
+            both = torch.nn.functional.linear(x, w).view(m, n // GROUP, 2, GROUP)
+            torch.mul(
+                torch.nn.functional.silu(both[:, :, 0]), both[:, :, 1], out=out.view(m, -1, GROUP)
+            )
+            return
+        x, w_gate, w_up = inputs
         gate = torch.nn.functional.linear(x, w_gate)
         torch.mul(torch.nn.functional.silu(gate), torch.nn.functional.linear(x, w_up), out=out)
 
@@ -86,6 +150,16 @@ class SwigluGateOp(Op):
 
     def sweep(self, problem):
         m, n, k = problem.shape
+        if problem.layout == INTERLEAVED:  # N stays a multiple of the group
+            shapes = [
+                (1, 8, 1),
+                (3, 8, 7),
+                (17, 40, 65),
+                (1, n, k),
+                (max(1, m - 1), n, k + 3),
+                (m, n, k),
+            ]
+            return [problem.with_shape(*s) for s in dict.fromkeys(shapes)]
         shapes = [
             (1, 1, 1),
             (3, 5, 7),  # odd everything, K below any tile

@@ -84,6 +84,7 @@ class DualSwigluGate(DualGemmFamily):
     name = "swiglu_gate_dual"
     op = "swiglu_gate"
     description = "gate and up accumulators on one x tile, silu(gate) * up in the epilogue"
+    layouts = ("",)  # w_gate and w_up as two matrices
 
     def render(self, problem, params):
         return render_module(

@@ -1,0 +1,274 @@
+"""swiglu_gate_cutlass_sm90: the gate and up projections as one CUTLASS 3.x Hopper GEMM over the
+interleaved weight (layout "i8"), gated in a register epilogue; one shared library per
+configuration.
+
+The C++ (cutlass_sm90.cu beside this file, pasted into every candidate) runs the (M, 2N, K)
+GEMM with CUTLASS's warp-specialized TMA + wgmma mainloop and its own epilogue: each thread
+holds a gate column and its up column side by side (the interleave puts them 8 columns apart,
+where wgmma's accumulator layout gives both to one thread), so it writes silu(gate) * up
+straight from registers. The two (M, N) intermediates of two GEMMs never exist. Built with nvcc
+for sm_90a through `harness.cuda_ext.load_library` at import (cached by source + flags +
+headers + nvcc version), called through the C types the candidate declares (FUNCTIONS).
+
+Compile-time levers: tile (M, N, K; N counts interleaved columns), cluster, schedule
+(cooperative: two consumer warpgroups split a tile; ping-pong: each owns one and their
+epilogues overlap the other's mainloop) and the store (pair: each thread stores its two
+adjacent outputs, 4 bytes; quad: the four lanes that hold a row's 8-column chunk trade them so
+each stores 8 outputs, 16 bytes). Measured first on an H200 with one 2-byte store per output
+(benchmarks/results/swiglu_cutlass_probe_h200.json): the mainloop ran at cuBLAS's rate and the
+stores cost 11-46 %, which these two are built to cut.
+
+The alignment rule (`fast_path_blocker`): TMA reads x's and w's rows, so K is a multiple of 8
+elements and every row 16-byte aligned; the quad store writes 16 bytes, so out's rows are too
+(N is a multiple of 8 by the layout). Where a call's tensors miss that, run() zero-pads K into
+aligned copies (zeros along K add nothing), runs the same kernel and copies the result out: a
+correctness path for odd sweep shapes, refused by check() for a problem's own shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kernels.ops.matmul.families.common import SMEM_LIMIT
+from kernels.ops.matmul.families.cutlass_sm90 import ALIGN_ELEMENTS, CUTLASS_PIN
+from kernels.ops.swiglu_gate.op import GROUP, INTERLEAVED
+from kernels.problem import Family, ParamSpace, Problem
+from kernels.render import render_module
+
+CUDA_SOURCE = (Path(__file__).with_name("cutlass_sm90.cu")).read_text()
+MAX_ACC_PER_THREAD = 128  # fp32 accumulators per consumer thread
+
+TEMPLATE = '''$HEADER
+
+import torch
+
+from harness.cuda_ext import CFunction, CudaLibrary, load_library
+
+$CONSTANTS
+
+CUTLASS = "__CUTLASS_PIN__"  # the pinned headers the library is built against
+ALIGN = 8  # TMA and the quad store: 16-byte aligned rows of fp16/bf16
+ELEMENT_CODES = {"bf16": 0, "fp16": 1}
+SCHEDULE_CODES = {"cooperative": 0, "pingpong": 1}
+STORE_CODES = {"pair": 0, "quad": 1}
+
+CUDA_SOURCE = r"""__CUDA_SOURCE__"""
+
+
+def nvcc_flags():
+    return (
+        "-std=c++17",
+        "-O3",
+        "-DNDEBUG",
+        "--expt-relaxed-constexpr",
+        "-gencode=arch=compute_90a,code=sm_90a",  # wgmma and setmaxnreg need sm_90a
+        f"-DKF_ELEM={ELEMENT_CODES[DTYPE]}",
+        f"-DKF_TILE_M={TILE_M}",
+        f"-DKF_TILE_N={TILE_N}",
+        f"-DKF_TILE_K={TILE_K}",
+        f"-DKF_CLUSTER_M={CLUSTER_M}",
+        f"-DKF_CLUSTER_N={CLUSTER_N}",
+        f"-DKF_SCHEDULE={SCHEDULE_CODES[SCHEDULE]}",
+        "-DKF_STAGES=0",
+        "-DKF_GROUP=__GROUP__",  # the op's "i8" interleave
+        f"-DKF_STORE={STORE_CODES[STORE]}",
+    )
+
+
+LIBRARY = CudaLibrary("kf_swiglu_cutlass_sm90", CUDA_SOURCE, nvcc_flags(), headers=(CUTLASS,))
+ABI_VERSION = 1
+
+# The C prototypes in CUDA_SOURCE, as the harness binds them ("tensor": the tensor's address).
+FUNCTIONS = {
+    "kf_abi_version": CFunction("int"),
+    "kf_swiglu": CFunction(
+        "int",
+        ("tensor",) * 3  # x, w (interleaved), out
+        + ("int",) * 3  # m, n, k
+        + ("int64_t",) * 3  # row strides of x, w, out
+        + ("tensor", "int64_t", "void*"),  # workspace, its bytes, the CUDA stream
+    ),
+    "kf_workspace_size": CFunction("int64_t", ("int",) * 3),
+    "kf_last_error": CFunction("const char*"),
+    "kf_describe": CFunction("const char*"),
+}
+
+
+def _checked(lib):
+    if lib.kf_abi_version() != ABI_VERSION:
+        raise RuntimeError(
+            f"kf_swiglu_cutlass_sm90 ABI {lib.kf_abi_version()}, expected {ABI_VERSION}"
+        )
+    return lib
+
+
+# Built (or loaded from the compile cache) at import, so a precompile builds it ahead.
+_LIB = _checked(load_library(LIBRARY, FUNCTIONS))
+
+
+def _rows_aligned(t):
+    return (
+        t.stride(1) == 1
+        and t.stride(0) % ALIGN == 0
+        and t.shape[1] % ALIGN == 0
+        and t.data_ptr() % 16 == 0
+    )
+
+
+def fast_path_blocker(x, w, out):
+    """Why these tensors cannot go straight to the kernel (None when they can)."""
+    for name, t in (("x", x), ("w", w), ("out", out)):
+        if not _rows_aligned(t):
+            return f"{name} {tuple(t.shape)} stride {t.stride()}: rows not 16-byte aligned"
+    return None
+
+
+def _launch(x, w, out):
+    m, n = out.shape
+    k = x.shape[1]
+    ws_bytes, workspace = _LIB.kf_workspace_size(m, n, k), None
+    if ws_bytes:  # stream-ordered: freed after the launch, reused only behind it
+        workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=out.device)
+    code = _LIB.kf_swiglu(
+        x, w, out, m, n, k, x.stride(0), w.stride(0), out.stride(0),
+        workspace, ws_bytes, torch.cuda.current_stream(out.device).cuda_stream,
+    )
+    if code:
+        raise RuntimeError(f"kf_swiglu_cutlass_sm90: {_LIB.kf_last_error()} (code {code})")
+
+
+def _padded(t, rows, cols):
+    p = t.new_zeros(rows, cols)
+    p[: t.shape[0], : t.shape[1]] = t
+    return p
+
+
+def _run_padded(x, w, out):
+    """Correctness path for strides or a K that TMA cannot take: x and w zero-padded to whole
+    16-byte rows (zeros along K add nothing), an aligned output, the same kernel."""
+    m, n = out.shape
+    kp = -(-x.shape[1] // ALIGN) * ALIGN
+    out_p = torch.empty(m, n, dtype=out.dtype, device=out.device)
+    _launch(_padded(x, m, kp), _padded(w, w.shape[0], kp), out_p)
+    out.copy_(out_p)
+
+
+def run(x, w, *, out):
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[DTYPE]
+    if any(t.dtype != dtype for t in (x, w, out)):
+        raise TypeError(f"this candidate is built for {DTYPE} tensors only")
+    if not out.is_cuda:
+        raise RuntimeError("swiglu_gate_cutlass_sm90 runs on CUDA tensors only (an sm_90 GPU)")
+    with torch.cuda.device(out.device):
+        if fast_path_blocker(x, w, out) is None:
+            _launch(x, w, out)
+        else:
+            _run_padded(x, w, out)
+'''
+
+
+def render_template() -> str:
+    """TEMPLATE with the pinned headers, the group and the C++ source pasted in ($ escaped for
+    the string.Template step that fills $HEADER and $CONSTANTS)."""
+    source = CUDA_SOURCE.replace("$", "$$")
+    return (
+        TEMPLATE.replace("__CUTLASS_PIN__", CUTLASS_PIN)
+        .replace("__GROUP__", str(GROUP))
+        .replace("__CUDA_SOURCE__", source)
+    )
+
+
+class CutlassSm90SwigluGate(Family):
+    name = "swiglu_gate_cutlass_sm90"
+    op = "swiglu_gate"
+    backend = "cuda"
+    layouts = (INTERLEAVED,)
+    description = (
+        "one CUTLASS 3.x Hopper GEMM over the interleaved gate/up weight (TMA + wgmma, "
+        "warp-specialized), silu(gate) * up in a register epilogue"
+    )
+    # Every parameter changes what is compiled: the library holds each valid combination.
+    build_params = (
+        "TILE_M", "TILE_N", "TILE_K", "CLUSTER_M", "CLUSTER_N", "SCHEDULE", "STORE",
+    )  # fmt: skip
+
+    def space(self, problem: Problem) -> ParamSpace:
+        return ParamSpace(
+            {
+                "TILE_M": [64, 128, 256],
+                "TILE_N": [64, 128, 256],
+                "TILE_K": [64, 128],
+                "CLUSTER_M": [1, 2],
+                "CLUSTER_N": [1, 2],
+                "SCHEDULE": ["cooperative", "pingpong"],
+                "STORE": ["quad", "pair"],
+            },
+            constraints=(
+                "cooperative: TILE_M in (128, 256); pingpong: TILE_M in (64, 128)",
+                "accumulators TILE_M*TILE_N/(128*warpgroups) <= 128 per thread",
+                "2 stages of (TILE_M+TILE_N)*TILE_K*2 bytes fit (no epilogue shared memory)",
+                "the problem's K is a multiple of 8 (else the padded path would be timed)",
+            ),
+        )
+
+    def default(self, problem: Problem) -> dict[str, Any]:
+        return {
+            "TILE_M": 128,
+            "TILE_N": 256,
+            "TILE_K": 64,
+            "CLUSTER_M": 2,
+            "CLUSTER_N": 1,
+            "SCHEDULE": "cooperative",
+            "STORE": "quad",
+        }
+
+    def starting_points(self, problem: Problem) -> list[dict[str, Any]]:
+        """The default, then the probe's other stock tiles; none measured with these stores."""
+        changes: list[dict[str, Any]] = [
+            {},
+            {"CLUSTER_M": 1},
+            {"TILE_M": 256, "TILE_N": 128, "CLUSTER_M": 1, "CLUSTER_N": 2},
+            {"TILE_M": 64, "CLUSTER_M": 1, "SCHEDULE": "pingpong"},
+        ]
+        points = [{**self.default(problem), **c} for c in changes]
+        return [p for p in points if self.check(problem, p) is None]
+
+    def check(self, problem: Problem, params: Mapping[str, Any]) -> str | None:
+        if (why := super().check(problem, params)) is not None:
+            return why
+        p = params
+        groups = 2 if p["SCHEDULE"] == "cooperative" else 1
+        if p["SCHEDULE"] == "cooperative" and p["TILE_M"] not in (128, 256):
+            return "a cooperative tile is split by two warpgroups: TILE_M must be 128 or 256"
+        if p["SCHEDULE"] == "pingpong" and p["TILE_M"] not in (64, 128):
+            return "a ping-pong warpgroup owns a whole tile: TILE_M must be 64 or 128"
+        if (acc := p["TILE_M"] * p["TILE_N"] / (128 * groups)) > MAX_ACC_PER_THREAD:
+            return f"{acc:.0f} fp32 accumulators per thread, over {MAX_ACC_PER_THREAD}"
+        stage = (p["TILE_M"] + p["TILE_N"]) * p["TILE_K"] * problem.torch_dtype.itemsize
+        if 2 * stage > SMEM_LIMIT:
+            return f"two stages of {stage} bytes do not fit in {SMEM_LIMIT}"
+        return self.shape_blocker(problem)
+
+    def shape_blocker(self, problem: Problem) -> str | None:
+        """Why this problem's own shape would run on the padded path (None: the fast path)."""
+        if problem.dtype not in ("bf16", "fp16"):
+            return f"{problem.dtype} is not built (bf16 and fp16 only)"
+        k = problem.shape[2]
+        if k % ALIGN_ELEMENTS:
+            return (
+                f"TMA needs 16-byte aligned rows; K = {k} is not a multiple of "
+                f"{ALIGN_ELEMENTS}: this shape would be timed on the padded fallback"
+            )
+        return None
+
+    def render(self, problem: Problem, params: Mapping[str, Any]) -> str:
+        return render_module(
+            render_template(),
+            family=self.name,
+            problem=problem,
+            params={k: params[k] for k in self.space(problem).choices},
+            fixed={"DTYPE": problem.dtype},
+            summary=self.description,
+        )

@@ -1,0 +1,227 @@
+"""swiglu_gate's layout "i8" and its CUTLASS family on the CPU: the interleave, the op's
+reference and baseline for it, check() rules, rendering, the nvcc flags, the declared C
+signatures against the C prototypes and the padded correctness path. The library is the GPU
+edge: a stand-in object takes its place here (kernels/tests/test_cutlass_family.py's); the GPU
+test at the end builds and runs the real one."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+import types
+
+import pytest
+import torch
+
+from kernels import get_op
+from kernels.ops.swiglu_gate.families.cutlass_sm90 import (
+    CUDA_SOURCE,
+    CUTLASS_PIN,
+    CutlassSm90SwigluGate,
+)
+from kernels.ops.swiglu_gate.op import deinterleave, interleave
+from kernels.problem import Problem, ProblemError
+from kernels.tests.test_cutlass_family import FakeCFunction, FakeCudaLibrary, FakeFunction
+
+FAMILY = CutlassSm90SwigluGate()
+OP = get_op("swiglu_gate")
+
+
+def problem(shape=(256, 512, 1024), layout="i8", dtype="bf16") -> Problem:
+    return Problem("swiglu_gate", shape, dtype, layout)
+
+
+class FakeLibrary:
+    def __init__(self):
+        self.kf_abi_version = FakeFunction(1)
+        self.kf_swiglu = FakeFunction(0)
+        self.kf_workspace_size = FakeFunction(0)
+        self.kf_last_error = FakeFunction("")
+        self.kf_describe = FakeFunction("fake")
+
+
+@pytest.fixture
+def load(monkeypatch):
+    """Import a rendered candidate whose `harness.cuda_ext` is a stand-in returning a
+    FakeLibrary (the build is the edge here)."""
+    loaded = []
+
+    def fake_load_library(lib, functions):
+        loaded.append(lib)
+        library = FakeLibrary()
+        library.declared = functions
+        return library
+
+    cuda_ext = types.ModuleType("harness.cuda_ext")
+    cuda_ext.CudaLibrary = FakeCudaLibrary
+    cuda_ext.CFunction = FakeCFunction
+    cuda_ext.load_library = fake_load_library
+    package = types.ModuleType("harness")
+    package.cuda_ext = cuda_ext
+    monkeypatch.setitem(sys.modules, "harness", package)
+    monkeypatch.setitem(sys.modules, "harness.cuda_ext", cuda_ext)
+
+    def _load(prob, params):
+        module = types.ModuleType("swiglu_cutlass_candidate")
+        exec(compile(FAMILY.render(prob, params), "candidate", "exec"), module.__dict__)
+        return module, loaded[-1]
+
+    return _load
+
+
+def test_the_interleave_round_trips_and_the_op_means_the_same_in_both_layouts():
+    w_gate, w_up = torch.randn(24, 5), torch.randn(24, 5)
+    w = interleave(w_gate, w_up)
+    assert torch.equal(w[8:16], w_up[:8]) and torch.equal(w[16:24], w_gate[8:16])
+    back = deinterleave(w)
+    assert torch.equal(back[0], w_gate) and torch.equal(back[1], w_up)
+    x = torch.randn(3, 5)
+    plain, packed = problem((3, 24, 5), ""), problem((3, 24, 5))
+    assert torch.equal(OP.reference(plain, x, w_gate, w_up), OP.reference(packed, x, w))
+
+
+def test_layout_i8_takes_one_interleaved_weight_and_whole_groups():
+    prob = problem((4, 16, 8))
+    assert OP.input_shapes(prob) == [(4, 8), (32, 8)]
+    assert [tuple(t.shape) for t in OP.make_inputs(prob, seed=1, device="cpu")] == [(4, 8), (32, 8)]
+    with pytest.raises(ProblemError, match="multiple of 8"):
+        OP.validate(problem((4, 12, 8)))
+    assert all(s.shape[1] % 8 == 0 for s in OP.sweep(problem((33, 40, 65))))
+
+
+@pytest.mark.parametrize("case", ["random", "wide_gates", "zero_one"])
+def test_the_i8_baseline_matches_the_reference(case):
+    prob = problem((5, 16, 24))
+    inputs = (
+        OP.make_inputs(prob, seed=2, device="cpu")
+        if case == "random"
+        else OP.adversarial_inputs(prob, seed=3, device="cpu")[case]
+    )
+    out = torch.empty(5, 16, dtype=torch.bfloat16)
+    OP.baseline(prob, *inputs, out=out)
+    tol = OP.tolerance(prob)
+    torch.testing.assert_close(
+        out.double(), OP.reference(prob, *inputs), rtol=tol.rtol, atol=tol.atol
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"SCHEDULE": "cooperative", "TILE_M": 64}, "two warpgroups"),
+        ({"SCHEDULE": "pingpong", "TILE_M": 256}, "owns a whole tile"),
+        ({"TILE_M": 256, "TILE_N": 256}, "accumulators per thread"),
+    ],
+)
+def test_check_refuses_points_that_cannot_build(changes, reason):
+    prob = problem()
+    assert reason in FAMILY.check(prob, {**FAMILY.default(prob), **changes})
+
+
+def test_check_takes_only_the_interleaved_layout_and_aligned_k():
+    assert "reads layout 'i8', not ''" in FAMILY.check(
+        problem(layout=""), FAMILY.default(problem())
+    )
+    prob = problem((64, 128, 1027))
+    assert "padded fallback" in FAMILY.check(prob, FAMILY.default(prob))
+    assert FAMILY.check(problem(), FAMILY.default(problem())) is None
+    points = FAMILY.library_points(problem())
+    assert len(points) > 100 and all(FAMILY.check(problem(), p) is None for p in points)
+
+
+def test_the_source_is_pasted_whole_and_the_flags_carry_the_point(load):
+    prob = problem(dtype="fp16")
+    params = {**FAMILY.default(prob), "TILE_N": 128, "SCHEDULE": "pingpong", "STORE": "pair"}
+    source = FAMILY.render(prob, params)
+    assert CUDA_SOURCE in source and f'CUTLASS = "{CUTLASS_PIN}"' in source
+    assert source == FAMILY.render(prob, dict(reversed(list(params.items()))))
+    _, lib = load(prob, params)
+    flags = dict(f[2:].split("=", 1) for f in lib.flags if f.startswith("-DKF_"))
+    assert flags == {
+        "KF_ELEM": "1", "KF_TILE_M": "128", "KF_TILE_N": "128", "KF_TILE_K": "64",
+        "KF_CLUSTER_M": "2", "KF_CLUSTER_N": "1", "KF_SCHEDULE": "1", "KF_STAGES": "0",
+        "KF_GROUP": "8", "KF_STORE": "0",
+    }  # fmt: skip
+    assert "-gencode=arch=compute_90a,code=sm_90a" in lib.flags and lib.headers == (CUTLASS_PIN,)
+
+
+def test_the_declared_signatures_match_the_c_prototypes(load):
+    module, _ = load(problem(), FAMILY.default(problem()))
+    declared = module._LIB.declared
+    assert set(declared) == set(re.findall(r"\n[\w *]+? (kf_\w+)\(", CUDA_SOURCE))
+    for name, function in declared.items():
+        returns, proto = re.search(rf"\n([\w *]+?) {name}\(([^)]*)\)", CUDA_SOURCE).groups()
+        kinds = [re.sub(r"\s*\w+$", "", p.strip()) for p in proto.split(",") if p.strip()]
+        args = ["void*" if k == "tensor" else k for k in function.args]
+        assert args == [k.replace(" *", "*").replace("const void*", "void*") for k in kinds], name
+        assert function.returns == returns.replace(" *", "*"), name
+    assert f"int kf_abi_version() {{ return {module.ABI_VERSION}; }}" in CUDA_SOURCE
+
+
+def test_the_kernel_gets_tensors_strides_and_stream_in_prototype_order(load):
+    module, _ = load(problem(), FAMILY.default(problem()))
+    x, w, out = torch.zeros(64, 256), torch.zeros(256, 256), torch.zeros(64, 128)
+    stream = types.SimpleNamespace(cuda_stream=1234)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(module.torch.cuda, "current_stream", lambda device=None: stream)
+        module._launch(x, w, out)
+        (args,) = module._LIB.kf_swiglu.calls
+        assert args[:3] == (x, w, out) and args[3:9] == (64, 128, 256, 256, 256, 128)
+        assert args[-3:] == (None, 0, 1234)
+        module._LIB.kf_swiglu.result, module._LIB.kf_last_error.result = 1, "misaligned"
+        with pytest.raises(RuntimeError, match=r"misaligned \(code 1\)"):
+            module._launch(x, w, out)
+
+
+def test_an_unaligned_k_takes_the_padded_path_and_stays_exact(load):
+    """The padded path hands the kernel only aligned operands; the kernel is stood in for by
+    the op's own math on what it is given."""
+    prob = problem((9, 16, 13), dtype="fp16")
+    module, _ = load(prob, FAMILY.default(prob))
+    x, w = OP.make_inputs(prob, seed=4, device="cpu")
+    seen = []
+
+    def kernel(x_p, w_p, out_p):
+        assert module.fast_path_blocker(x_p, w_p, out_p) is None
+        seen.append(tuple(x_p.shape))
+        out_p.copy_(OP.reference(prob.with_shape(9, 16, x_p.shape[1]), x_p, w_p))
+
+    module._launch = kernel
+    out = torch.full((9, 16), float("nan"), dtype=torch.float16)
+    assert "x" in module.fast_path_blocker(x, w, out)
+    module._run_padded(x, w, out)
+    assert seen == [(9, 16)]
+    torch.testing.assert_close(out.double(), OP.reference(prob, x, w), rtol=2e-3, atol=2e-3)
+
+
+def test_run_refuses_cpu_tensors_with_a_clear_message(load):
+    module, _ = load(problem(), FAMILY.default(problem()))
+    x, w = torch.zeros(64, 256), torch.zeros(256, 256)
+    with pytest.raises(TypeError, match="bf16 tensors only"):
+        module.run(x, w, out=torch.zeros(64, 128))
+    x, w = x.bfloat16(), w.bfloat16()
+    with pytest.raises(RuntimeError, match="CUDA tensors"):
+        module.run(x, w, out=torch.zeros(64, 128, dtype=torch.bfloat16))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="builds with nvcc")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an sm_90 GPU")
+@pytest.mark.parametrize(
+    ("shape", "changes"),
+    [
+        ((2048, 2816, 1024), {}),
+        ((33, 40, 65), {}),  # partial tiles, and the padded path on the same library
+        ((512, 1024, 512), {"STORE": "pair"}),
+        ((512, 1024, 512), {"TILE_M": 64, "CLUSTER_M": 1, "SCHEDULE": "pingpong"}),
+        ((256, 4096, 3584), {"TILE_M": 256, "TILE_N": 128, "CLUSTER_M": 1, "CLUSTER_N": 2}),
+    ],
+)
+def test_the_built_kernel_is_correct_on_the_gpu(shape, changes):
+    from kernels.checking import check_source
+
+    prob = problem(shape)
+    params = {**FAMILY.default(prob), **changes}
+    failures = check_source(OP, prob, FAMILY.render(prob, params), device="cuda")
+    assert not failures
