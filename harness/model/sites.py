@@ -9,7 +9,9 @@ every node's module call in `meta["nn_module_stack"]` (a module called twice get
     matmul       a Linear layer: linear(x, W[, b]) with W a parameter
     matmul_epilogue  a biased Linear whose only use is relu, silu or GELU: one matmul
                  problem with both in its epilogue ("NT+bias+gelu")
-    swiglu_gate  silu(linear(x, Wg)) * linear(x, Wu): a SwiGLU MLP's gate and up
+    swiglu_gate  silu(linear(x, Wg)) * linear(x, Wu): a SwiGLU MLP's gate and up; with Wg
+                 and Wu parameters (N a multiple of 8) as one interleaved weight, layout i8,
+                 made when the site is rewritten
     qkv_rotary   three linears of one x (all biased or none: the op's "+bias" layout) whose
                  outputs are viewed as heads, two of them (q, k) then rotated: by one rotary
                  module call each, or by rotate-half written out in forward on the view or
@@ -38,6 +40,7 @@ import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -57,6 +60,8 @@ from harness.model.graph_ops import calls as _is
 from harness.model.rotation import Rotation
 from kernels.ops.matmul.op import TF32, is_tf32
 from kernels.ops.qkv_rotary.op import BIAS
+from kernels.ops.swiglu_gate.op import GROUP as INTERLEAVE_GROUP
+from kernels.ops.swiglu_gate.op import INTERLEAVED, interleave
 from kernels.problem import Problem
 
 LINEAR = {torch._C._nn.linear, F.linear}
@@ -212,6 +217,24 @@ def _call_matmul(op, x, w, bias=None):
 
 def _call_swiglu_gate(op, x, w_gate, w_up):
     return (op([_rows(x), w_gate, w_up]).view(*x.shape[:-1], w_gate.shape[0]),)
+
+
+def _interleaved(w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
+    return interleave(w_gate.detach(), w_up.detach())
+
+
+def _call_swiglu_gate_interleaved(op, x, w):
+    return (op([_rows(x), w]).view(*x.shape[:-1], w.shape[0] // 2),)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A constant input made from the model's weights only when a kernel takes the site's
+    place (rewrite), not while sites are merely found: swiglu_gate's interleaved weight, a
+    copy of two (N, K) matrices. Read once, at substitution: the model's weights are taken
+    as constant from then on, as a compiled model's are."""
+
+    make: Callable[[], torch.Tensor]
 
 
 def _qkv_call(q_shape, k_shape, v_shape, *, transposed: bool = False, computed: bool = False):
@@ -380,7 +403,18 @@ def _swiglu_sites(g: _Graph, linears) -> list[Site]:
             (xg, pg), (xu, pu) = plain[gate], plain[up]
             if xg is not xu or pg.shape != pu.shape or pg.dtype != pu.dtype:
                 continue
-            problem, _ = validated("swiglu_gate", pg.shape, pg.dtype)
+            w_gate, w_up = g.parameter(gate.args[1]), g.parameter(up.args[1])
+            inputs: tuple
+            call: Callable
+            if w_gate is not None and w_up is not None and pg.shape[1] % INTERLEAVE_GROUP == 0:
+                # Constant weights: one interleaved (2N, K) matrix, which the CUTLASS family
+                # gates in one GEMM (kernels/ops/swiglu_gate, layout i8).
+                problem, _ = validated("swiglu_gate", pg.shape, pg.dtype, INTERLEAVED)
+                weights = Prepared(partial(_interleaved, w_gate, w_up))
+                inputs, call = (xg, weights), _call_swiglu_gate_interleaved
+            else:
+                problem, _ = validated("swiglu_gate", pg.shape, pg.dtype)
+                inputs, call = (xg, gate.args[1], up.args[1]), _call_swiglu_gate
             if problem is None:
                 continue
             sites.append(
@@ -389,10 +423,10 @@ def _swiglu_sites(g: _Graph, linears) -> list[Site]:
                     problem,
                     (_where(gate), _where(up)),
                     (pg.key, pu.key),
-                    (xg, gate.args[1], up.args[1]),
+                    inputs,
                     (node,),
                     frozenset({node, silu, gate, up}),
-                    _call_swiglu_gate,
+                    call,
                 )
             )
             break
@@ -781,6 +815,8 @@ def rewrite(gm: fx.GraphModule, sites: list[Site], ops: Mapping[str, Callable]) 
         args = []
         constants: list[tuple[str, fx.Node]] = []
         for j, value in enumerate(site.inputs):
+            if isinstance(value, Prepared):
+                value = value.make()
             if isinstance(value, torch.Tensor):  # a constant the op needs (rotary tables)
                 name = f"_kf_const_{i}_{j}"
                 gm.register_buffer(name, value, persistent=False)

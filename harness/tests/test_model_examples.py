@@ -63,11 +63,11 @@ def test_the_decode_example_profiles_with_its_fusion_sites_and_plans_them():
     profile = profile_model(DECODE, device="cpu", steps=1, warmup=1)
     assert profile.ok, profile.message
     kinds = {s["kind"]: s["key"] for s in profile.sites}
-    assert kinds["swiglu_gate"] == "swiglu_gate/8x688x256/bf16"
+    assert kinds["swiglu_gate"] == "swiglu_gate/8x688x256/bf16/i8"
     assert kinds["qkv_rotary"] == "qkv_rotary/8x4x4x64x256/bf16"
     assert kinds["decode_attention"] == "decode_attention/1x4x8x40x64/bf16"
     groups = {g["label"]: g for g in profile.plan_groups()}
-    assert groups["swiglu_gate/8x688x256/bf16"]["calls"] == 2  # one per layer
+    assert groups["swiglu_gate/8x688x256/bf16/i8"]["calls"] == 2  # one per layer
     # q/k/v/o share one shape: the fusion took q, k and v; o stays a matmul problem.
     assert groups["matmul/8x256x256/bf16/NT"]["calls"] == 2
     assert "matmul/8x688x256/bf16/NT" not in groups, "gate and up are the fusion's"
@@ -78,7 +78,7 @@ def test_the_decode_example_profiles_with_its_fusion_sites_and_plans_them():
     [
         # GQA with biased q/k/v (k/v narrower than q) and rotate-half written out on the
         # transposed heads: one qkv_rotary "+bias" fusion; SwiGLU found as its fusion.
-        ("qwen2_block", {"swiglu_gate/64x1024x256/bf16", "qkv_rotary/64x4x2x64x256/bf16/+bias",
+        ("qwen2_block", {"swiglu_gate/64x1024x256/bf16/i8", "qkv_rotary/64x4x2x64x256/bf16/+bias",
                          "matmul/64x256x256/bf16/NT", "rmsnorm/64x256/bf16"}),
         # Parallel attention and MLP off one LayerNorm; the MLP's GEMMs carry biases, the
         # first its GELU too (one GEMM with a bias+GELU epilogue).
@@ -86,7 +86,7 @@ def test_the_decode_example_profiles_with_its_fusion_sites_and_plans_them():
                         "matmul/64x256x1024/bf16/NT+bias", "layernorm/64x256/bf16"}),
         # A GQA decode step: attention over the 2 cached heads as they are (no repeat_kv).
         ("llama3_decode", {"decode_attention/1x4x4x36x64/bf16/kv_heads=2",
-                           "qkv_rotary/4x4x2x64x256/bf16", "swiglu_gate/4x512x256/bf16",
+                           "qkv_rotary/4x4x2x64x256/bf16", "swiglu_gate/4x512x256/bf16/i8",
                            "rmsnorm/4x256/bf16/eps=1e-05"}),
         # 2 x 65 tokens: an M of 130, no multiple of any tile.
         ("vit_block", {"matmul/130x576x192/bf16/NT+bias",

@@ -16,8 +16,10 @@ import torch.nn.functional as F
 import kernels
 from harness.model import ops as kernel_ops
 from harness.model.classify import plan_groups
+from harness.model.sites import Prepared
 from harness.model.substitute import Substituting, compile_options
 from harness.results import DeviceInfo
+from kernels.ops.swiglu_gate.op import interleave
 from kernels.problem import Problem
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "models"
@@ -75,6 +77,12 @@ def test_it_finds_the_fusions_of_the_decode_example():
     (swiglu, _), (qkv, _) = by_kind["swiglu_gate"], by_kind["qkv_rotary"]
     assert swiglu.where == ("layers.0.mlp.gate_proj", "layers.0.mlp.up_proj")
     assert swiglu.covers == ("matmul/8x688x256/bf16/NT",) * 2
+    # Its weights as one interleaved matrix (layout i8), made only when a kernel takes its place.
+    assert swiglu.key == "swiglu_gate/8x688x256/bf16/i8"
+    prepared = swiglu.inputs[1]
+    assert isinstance(prepared, Prepared)
+    mlp = model.layers[0].mlp
+    assert torch.equal(prepared.make(), interleave(mlp.gate_proj.weight, mlp.up_proj.weight))
     assert qkv.key == "qkv_rotary/8x4x4x64x256/bf16" and len(qkv.covers) == 3
     assert [s.key for s in by_kind["decode_attention"]] == ["decode_attention/1x4x8x40x64/bf16"] * 2
     assert len(by_kind["matmul"]) == 14 and len(by_kind["module"]) == 9  # 5 norms, 4 rotary

@@ -1,14 +1,16 @@
 """swiglu_gate_dual: one program per (BLOCK_M x BLOCK_N) output tile holds two accumulators,
 x @ w_gate^T and x @ w_up^T, fed by the same x tile each K step; the epilogue writes
 silu(gate) * up once, in the input dtype. Weights are read in nn.Linear's (N, K) layout (K
-contiguous) with no copy. Few rows (decode) make it a weight stream: narrow tiles, deep K
-steps, enough programs to keep every SM's loads in flight.
+contiguous) with no copy: two matrices, or layout i8's one interleaved matrix (output j's gate
+row at 16 (j // 8) + j % 8, its up row 8 further). Few rows (decode) make it a weight stream:
+narrow tiles, deep K steps, enough programs to keep every SM's loads in flight.
 """
 
 from __future__ import annotations
 
 from kernels.dual_gemm import DualGemmFamily
 from kernels.ops.matmul.families import snippets
+from kernels.ops.swiglu_gate.op import INTERLEAVED as INTERLEAVED_LAYOUT
 from kernels.render import FAST_LAUNCH, render_module
 
 KERNEL = """
@@ -17,6 +19,7 @@ def swiglu_gate_kernel(
     x_ptr, wg_ptr, wu_ptr, out_ptr, M, N, K,
     stride_xm, stride_wn, stride_om,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
+    INTERLEAVED: tl.constexpr,
 ):
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -29,6 +32,8 @@ def swiglu_gate_kernel(
     cols = tl.where(offs_n < N, offs_n, 0).to(tl.int64)
     offs_k = tl.max_contiguous(tl.multiple_of(tl.arange(0, BLOCK_K), BLOCK_K), BLOCK_K)
     x_ptrs = x_ptr + rows[:, None] * stride_xm + offs_k[None, :]
+    if INTERLEAVED:  # layout i8: output j's gate row is 16 (j // 8) + j % 8, its up row 8 on
+        cols = (cols // 8) * 16 + cols % 8
     w_off = cols[None, :] * stride_wn + offs_k[:, None]  # (BLOCK_K, BLOCK_N): the W^T tile
     gate = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     up = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -66,15 +71,20 @@ $CONSTANTS
     + """
 
 
-def run(x, w_gate, w_up, *, out):
+def run(x, *weights, out):
     M, K = x.shape
-    N = w_gate.shape[0]
+    if INTERLEAVED:  # one (2N, K) weight: up's rows start 8 rows after gate's
+        (w,) = weights
+        N, w_gate, w_up = w.shape[0] // 2, w, w[8:]
+    else:
+        w_gate, w_up = weights
+        N = w_gate.shape[0]
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
     launch(
         swiglu_gate_kernel, (tiles,),
         x, w_gate, w_up, out, M, N, K, x.stride(0), w_gate.stride(0), out.stride(0),
         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP=GROUP,
-        num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+        INTERLEAVED=INTERLEAVED, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
     )
 """
 )
@@ -84,7 +94,6 @@ class DualSwigluGate(DualGemmFamily):
     name = "swiglu_gate_dual"
     op = "swiglu_gate"
     description = "gate and up accumulators on one x tile, silu(gate) * up in the epilogue"
-    layouts = ("",)  # w_gate and w_up as two matrices
 
     def render(self, problem, params):
         return render_module(
@@ -92,5 +101,6 @@ class DualSwigluGate(DualGemmFamily):
             family=self.name,
             problem=problem,
             params={k: params[k] for k in self.space(problem).choices},
+            fixed={"INTERLEAVED": problem.layout == INTERLEAVED_LAYOUT},
             summary=self.description,
         )
