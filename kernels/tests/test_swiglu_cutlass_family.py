@@ -126,6 +126,7 @@ def test_check_takes_only_the_interleaved_layout_and_aligned_k():
     prob = problem((64, 128, 1027))
     assert "padded fallback" in FAMILY.check(prob, FAMILY.default(prob))
     assert FAMILY.check(problem(), FAMILY.default(problem())) is None
+    assert FAMILY.starting_points(problem()) and not FAMILY.starting_points(problem((8, 512, 1024)))
     points = FAMILY.library_points(problem())
     assert len(points) > 100 and all(FAMILY.check(problem(), p) is None for p in points)
 

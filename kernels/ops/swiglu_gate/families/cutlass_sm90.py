@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from kernels.dual_gemm import SMALL_M
 from kernels.ops.matmul.families.common import SMEM_LIMIT
 from kernels.ops.matmul.families.cutlass_sm90 import ALIGN_ELEMENTS, CUTLASS_PIN
 from kernels.ops.swiglu_gate.op import GROUP, INTERLEAVED
@@ -225,7 +226,11 @@ class CutlassSm90SwigluGate(Family):
         }
 
     def starting_points(self, problem: Problem) -> list[dict[str, Any]]:
-        """The default, then the probe's other stock tiles; none measured with these stores."""
+        """The default, then the probe's other stock tiles; none measured with these stores.
+        None for a few rows (decode): 64-row tiles would read the weights for mostly empty
+        rows, where the dual family streams them."""
+        if problem.shape[0] <= SMALL_M:
+            return []
         changes: list[dict[str, Any]] = [
             {},
             {"CLUSTER_M": 1},
