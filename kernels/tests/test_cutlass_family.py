@@ -75,17 +75,17 @@ class FakeCFunction:
     args: tuple[str, ...] = ()
 
 
-@pytest.fixture
-def load(monkeypatch):
-    """Import a rendered candidate whose `harness.cuda_ext` is a stand-in returning a
-    FakeLibrary (kernels/ imports nothing of harness/; the build is the edge here)."""
+def fake_loader(monkeypatch, family, library=FakeLibrary):
+    """A function importing `family`'s rendered candidates, whose `harness.cuda_ext` is a
+    stand-in returning `library()` (kernels/ imports nothing of harness/; the build is the
+    edge here): (prob, params) -> (module, what it asked to build)."""
     loaded = []
 
     def fake_load_library(lib, functions):
         loaded.append(lib)
-        library = FakeLibrary()
-        library.declared = functions
-        return library
+        built = library()
+        built.declared = functions
+        return built
 
     cuda_ext = types.ModuleType("harness.cuda_ext")
     cuda_ext.CudaLibrary = FakeCudaLibrary
@@ -98,78 +98,15 @@ def load(monkeypatch):
 
     def _load(prob, params):
         module = types.ModuleType("cutlass_candidate")  # fresh each time: a new import
-        exec(compile(FAMILY.render(prob, params), "cutlass_candidate", "exec"), module.__dict__)
+        exec(compile(family.render(prob, params), "cutlass_candidate", "exec"), module.__dict__)
         return module, loaded[-1]
 
     return _load
 
 
-def test_the_pinned_headers_are_the_ones_requirements_install():
-    requirements = (REPO / "requirements.txt").read_text().split()
-    assert CUTLASS_PIN in requirements
-
-
-@pytest.mark.parametrize(
-    ("changes", "reason"),
-    [
-        ({"TILE_M": 64}, "cooperative"),
-        ({"SCHEDULE": "pingpong", "TILE_M": 256, "TILE_N": 64}, "ping-pong"),
-        ({"SCHEDULE": "pingpong", "TILE_M": 128, "TILE_N": 256}, "accumulators"),
-        ({"TILE_M": 256, "TILE_N": 256, "CLUSTER_M": 1}, "accumulators"),
-        ({"TILE_K": 128, "TILE_M": 256, "TILE_N": 128, "STAGES": 4}, "over"),
-        ({"CLUSTER_M": 4, "CLUSTER_N": 2}, "more than 4"),
-        ({"SCHEDULE": "pingpong", "TILE_N": 128, "SCHEDULER": "streamk"}, "cooperative schedule"),
-        ({"SPLITS": 2, "DECOMPOSITION": "splitk"}, "persistent scheduler"),
-        ({"SCHEDULER": "streamk", "SPLITS": 2, "DECOMPOSITION": "streamk"}, "SPLITS > 1"),
-        ({"SCHEDULER": "streamk", "SPLITS": 1, "DECOMPOSITION": "splitk"}, "SPLITS > 1"),
-        ({"SCHEDULER": "batched_splitk", "SPLITS": 4, "DECOMPOSITION": "streamk"}, "batched"),
-        ({"SCHEDULER": "batched_splitk", "SPLITS": 1, "DECOMPOSITION": "splitk"}, "SPLITS > 1"),
-    ],
-)
-def test_check_refuses_points_that_cannot_fit_or_build(changes, reason):
-    why = FAMILY.check(problem(), point(**changes))
-    assert why is not None and reason in why, why
-
-
-@pytest.mark.parametrize(
-    "changes",
-    [
-        {},
-        {"SCHEDULER": "streamk", "DECOMPOSITION": "heuristic"},
-        {"SCHEDULER": "streamk", "SPLITS": 4, "DECOMPOSITION": "splitk", "TILE_N": 128},
-        {"SCHEDULE": "pingpong", "TILE_M": 64, "TILE_N": 256, "CLUSTER_M": 1},
-        {"TILE_M": 256, "TILE_N": 128, "CLUSTER_M": 1, "CLUSTER_N": 2, "STAGES": 3},
-        {
-            "SCHEDULER": "batched_splitk",
-            "SPLITS": 6,
-            "DECOMPOSITION": "splitk",
-            "TILE_M": 64,
-            "TILE_N": 128,
-            "SCHEDULE": "pingpong",
-            "CLUSTER_M": 1,
-        },
-    ],
-)
-def test_check_accepts_the_stock_configurations(changes):
-    assert FAMILY.check(problem(), point(**changes)) is None
-
-
-@pytest.mark.parametrize(
-    ("shape", "layout", "blocked"),
-    [
-        ((1024, 50257, 768), "NN", "B rows of 50257"),  # GPT-2's LM head: N odd
-        ((77, 3072, 768), "NN", None),  # M is never a row length in NN
-        ((77, 3072, 768), "TN", "A rows of 77"),  # A stored (K, M)
-        ((128, 256, 100), "NT+bias", "A rows of 100"),  # K odd: both operands' rows
-        ((3000, 3000, 3000), "NN+bias+gelu", None),
-    ],
-)
-def test_check_refuses_shapes_that_would_run_the_padded_path(shape, layout, blocked):
-    why = FAMILY.check(problem(shape, layout), FAMILY.default(problem(shape, layout)))
-    if blocked is None:
-        assert why is None
-    else:
-        assert why is not None and blocked in why and "16-byte" in why
+@pytest.fixture
+def load(monkeypatch):
+    return fake_loader(monkeypatch, FAMILY)
 
 
 def test_the_source_is_pasted_whole_and_the_render_is_deterministic():
@@ -207,19 +144,25 @@ def test_the_flags_carry_layout_epilogue_and_point(load, layout, expected):
     assert other.flags == lib.flags and other.source == lib.source
 
 
-def test_the_declared_signatures_match_the_c_prototypes(load):
-    module, _ = load(problem(), point())
+def assert_declared_as_in_c(module, source: str) -> None:
+    """The C functions a candidate declares are the C source's exported ones, argument for
+    argument, and its ABI version is the source's."""
     declared = module._LIB.declared
-    assert set(declared) == set(re.findall(r"\n[\w *]+? (kf_\w+)\(", CUDA_SOURCE))
+    assert set(declared) == set(re.findall(r"\n[\w *]+? (kf_\w+)\(", source))
     for name, function in declared.items():
-        returns, proto = re.search(rf"\n([\w *]+?) {name}\(([^)]*)\)", CUDA_SOURCE).groups()
+        returns, proto = re.search(rf"\n([\w *]+?) {name}\(([^)]*)\)", source).groups()
         kinds = [re.sub(r"\s*\w+$", "", p.strip()) for p in proto.split(",") if p.strip()]
         # A tensor is passed as its address: a void* in C.
         args = ["void*" if k == "tensor" else k for k in function.args]
         assert args == [k.replace(" *", "*").replace("const void*", "void*") for k in kinds], name
         assert function.returns == returns.replace(" *", "*"), name
-    assert re.search(r'extern "C" \{[\s\S]*int64_t kf_workspace_size', CUDA_SOURCE)
-    assert f"int kf_abi_version() {{ return {module.ABI_VERSION}; }}" in CUDA_SOURCE
+    assert re.search(r'extern "C" \{[\s\S]*int64_t kf_workspace_size', source)
+    assert f"int kf_abi_version() {{ return {module.ABI_VERSION}; }}" in source
+
+
+def test_the_declared_signatures_match_the_c_prototypes(load):
+    module, _ = load(problem(), point())
+    assert_declared_as_in_c(module, CUDA_SOURCE)
 
 
 def test_the_kernel_gets_the_tensors_strides_and_stream_in_prototype_order(load):

@@ -6,9 +6,7 @@ test at the end builds and runs the real one."""
 
 from __future__ import annotations
 
-import re
 import shutil
-import sys
 import types
 
 import pytest
@@ -22,7 +20,11 @@ from kernels.ops.swiglu_gate.families.cutlass_sm90 import (
 )
 from kernels.ops.swiglu_gate.op import deinterleave, interleave
 from kernels.problem import Problem, ProblemError
-from kernels.tests.test_cutlass_family import FakeCFunction, FakeCudaLibrary, FakeFunction
+from kernels.tests.test_cutlass_family import (
+    FakeFunction,
+    assert_declared_as_in_c,
+    fake_loader,
+)
 
 FAMILY = CutlassSm90SwigluGate()
 OP = get_op("swiglu_gate")
@@ -43,31 +45,7 @@ class FakeLibrary:
 
 @pytest.fixture
 def load(monkeypatch):
-    """Import a rendered candidate whose `harness.cuda_ext` is a stand-in returning a
-    FakeLibrary (the build is the edge here)."""
-    loaded = []
-
-    def fake_load_library(lib, functions):
-        loaded.append(lib)
-        library = FakeLibrary()
-        library.declared = functions
-        return library
-
-    cuda_ext = types.ModuleType("harness.cuda_ext")
-    cuda_ext.CudaLibrary = FakeCudaLibrary
-    cuda_ext.CFunction = FakeCFunction
-    cuda_ext.load_library = fake_load_library
-    package = types.ModuleType("harness")
-    package.cuda_ext = cuda_ext
-    monkeypatch.setitem(sys.modules, "harness", package)
-    monkeypatch.setitem(sys.modules, "harness.cuda_ext", cuda_ext)
-
-    def _load(prob, params):
-        module = types.ModuleType("swiglu_cutlass_candidate")
-        exec(compile(FAMILY.render(prob, params), "candidate", "exec"), module.__dict__)
-        return module, loaded[-1]
-
-    return _load
+    return fake_loader(monkeypatch, FAMILY, FakeLibrary)
 
 
 def test_the_interleave_round_trips_and_the_op_means_the_same_in_both_layouts():
@@ -149,15 +127,7 @@ def test_the_source_is_pasted_whole_and_the_flags_carry_the_point(load):
 
 def test_the_declared_signatures_match_the_c_prototypes(load):
     module, _ = load(problem(), FAMILY.default(problem()))
-    declared = module._LIB.declared
-    assert set(declared) == set(re.findall(r"\n[\w *]+? (kf_\w+)\(", CUDA_SOURCE))
-    for name, function in declared.items():
-        returns, proto = re.search(rf"\n([\w *]+?) {name}\(([^)]*)\)", CUDA_SOURCE).groups()
-        kinds = [re.sub(r"\s*\w+$", "", p.strip()) for p in proto.split(",") if p.strip()]
-        args = ["void*" if k == "tensor" else k for k in function.args]
-        assert args == [k.replace(" *", "*").replace("const void*", "void*") for k in kinds], name
-        assert function.returns == returns.replace(" *", "*"), name
-    assert f"int kf_abi_version() {{ return {module.ABI_VERSION}; }}" in CUDA_SOURCE
+    assert_declared_as_in_c(module, CUDA_SOURCE)
 
 
 def test_the_kernel_gets_tensors_strides_and_stream_in_prototype_order(load):
