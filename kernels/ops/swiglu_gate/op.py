@@ -30,7 +30,9 @@ GROUP = 8  # rows of gate, then the same rows of up, in an interleaved weight
 def interleave(w_gate: torch.Tensor, w_up: torch.Tensor, group: int = GROUP) -> torch.Tensor:
     """(2N, K): each `group` rows of w_gate followed by the same rows of w_up."""
     n, k = w_gate.shape
-    pairs = torch.stack((w_gate.view(n // group, group, k), w_up.view(n // group, group, k)), 1)
+    pairs = torch.stack(
+        (w_gate.reshape(n // group, group, k), w_up.reshape(n // group, group, k)), 1
+    )
     return pairs.reshape(2 * n, k).contiguous()
 
 
