@@ -150,7 +150,9 @@ def assert_declared_as_in_c(module, source: str) -> None:
     declared = module._LIB.declared
     assert set(declared) == set(re.findall(r"\n[\w *]+? (kf_\w+)\(", source))
     for name, function in declared.items():
-        returns, proto = re.search(rf"\n([\w *]+?) {name}\(([^)]*)\)", source).groups()
+        found = re.search(rf"\n([\w *]+?) {name}\(([^)]*)\)", source)
+        assert found is not None, name
+        returns, proto = found.groups()
         kinds = [re.sub(r"\s*\w+$", "", p.strip()) for p in proto.split(",") if p.strip()]
         # A tensor is passed as its address: a void* in C.
         args = ["void*" if k == "tensor" else k for k in function.args]
