@@ -143,6 +143,7 @@ def test_the_kernel_gets_tensors_strides_and_stream_in_prototype_order(load):
         module._LIB.kf_swiglu.result, module._LIB.kf_last_error.result = 1, "misaligned"
         with pytest.raises(RuntimeError, match=r"misaligned \(code 1\)"):
             module._launch(x, w, out)
+    assert len(module._LIB.kf_workspace_size.calls) == 1  # once per shape, not per call
 
 
 def test_an_unaligned_k_takes_the_padded_path_and_stays_exact(load):

@@ -126,10 +126,15 @@ def fast_path_blocker(x, w, out):
     return None
 
 
+_WORKSPACE_BYTES = {}  # (m, n, k) -> bytes: asked of the library once per shape, not per call
+
+
 def _launch(x, w, out):
     m, n = out.shape
     k = x.shape[1]
-    ws_bytes, workspace = _LIB.kf_workspace_size(m, n, k), None
+    if (m, n, k) not in _WORKSPACE_BYTES:
+        _WORKSPACE_BYTES[(m, n, k)] = _LIB.kf_workspace_size(m, n, k)
+    ws_bytes, workspace = _WORKSPACE_BYTES[(m, n, k)], None
     if ws_bytes:  # stream-ordered: freed after the launch, reused only behind it
         workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=out.device)
     code = _LIB.kf_swiglu(
