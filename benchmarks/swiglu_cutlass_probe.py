@@ -36,13 +36,14 @@ SOURCE = Path(__file__).resolve().parents[1] / "kernels/ops/swiglu_gate/families
 # name: (tile M, N, K), (cluster M, N), schedule (0 cooperative, 1 ping-pong), interleave
 # group, store (group 8: 0 each thread its 2 outputs, 1 a quad's lanes trade to 8 each)
 CONFIGS = {
-    "g1_t128x256x64_c2x1_coop": ((128, 256, 64), (2, 1), 0, 1, 0),
     "g8_t128x256x64_c2x1_coop": ((128, 256, 64), (2, 1), 0, 8, 0),
     "g8q_t128x256x64_c2x1_coop": ((128, 256, 64), (2, 1), 0, 8, 1),
-    "g8q_t128x256x64_c1x1_coop": ((128, 256, 64), (1, 1), 0, 8, 1),
-    "g8q_t256x128x64_c1x2_coop": ((256, 128, 64), (1, 2), 0, 8, 1),
-    "g8q_t64x256x64_c1x1_ping": ((64, 256, 64), (1, 1), 1, 8, 1),
+    "g8_t128x256x64_c1x1_coop": ((128, 256, 64), (1, 1), 0, 8, 0),
+    "g8_t256x128x64_c1x2_coop": ((256, 128, 64), (1, 2), 0, 8, 0),
+    "g8_t128x128x64_c2x1_ping": ((128, 128, 64), (2, 1), 1, 8, 0),
     "g8q_t128x128x64_c2x1_ping": ((128, 128, 64), (2, 1), 1, 8, 1),
+    "g8_t64x256x64_c1x1_ping": ((64, 256, 64), (1, 1), 1, 8, 0),
+    "g8q_t64x256x64_c1x1_ping": ((64, 256, 64), (1, 1), 1, 8, 1),
 }
 SHAPES = {  # (M tokens, N hidden, K model dim)
     "qwen2_7b_2x1024": (2048, 18944, 3584),

@@ -185,7 +185,7 @@ def test_run_refuses_cpu_tensors_with_a_clear_message(load):
     [
         ((2048, 2816, 1024), {}),
         ((33, 40, 65), {}),  # partial tiles, and the padded path on the same library
-        ((512, 1024, 512), {"STORE": "pair"}),
+        ((512, 1024, 512), {"STORE": "quad"}),
         ((512, 1024, 512), {"TILE_M": 64, "CLUSTER_M": 1, "SCHEDULE": "pingpong"}),
         ((256, 4096, 3584), {"TILE_M": 256, "TILE_N": 128, "CLUSTER_M": 1, "CLUSTER_N": 2}),
     ],

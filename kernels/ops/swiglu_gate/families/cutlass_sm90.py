@@ -227,19 +227,22 @@ class CutlassSm90SwigluGate(Family):
             "CLUSTER_M": 2,
             "CLUSTER_N": 1,
             "SCHEDULE": "cooperative",
-            "STORE": "quad",
+            "STORE": "pair",
         }
 
     def starting_points(self, problem: Problem) -> list[dict[str, Any]]:
-        """The default, then the probe's other stock tiles; none measured with these stores.
-        None for a few rows (decode): 64-row tiles would read the weights for mostly empty
-        rows, where the dual family streams them."""
+        """The probe's leaders (swiglu_cutlass_probe_h200_g8.json): the cooperative 128x256
+        tile with pair stores where K is short (llama_block), ping-pong tiles (each
+        warpgroup's epilogue runs under the other's mainloop) where it is long (Qwen2,
+        Llama-3). None for a few rows (decode): 64-row tiles would read the weights for
+        mostly empty rows, where the dual family streams them."""
         if problem.shape[0] <= SMALL_M:
             return []
+        pingpong = {"TILE_N": 128, "SCHEDULE": "pingpong"}
         changes: list[dict[str, Any]] = [
             {},
-            {"CLUSTER_M": 1},
-            {"TILE_M": 256, "TILE_N": 128, "CLUSTER_M": 1, "CLUSTER_N": 2},
+            pingpong,
+            {**pingpong, "STORE": "quad"},
             {"TILE_M": 64, "CLUSTER_M": 1, "SCHEDULE": "pingpong"},
         ]
         points = [{**self.default(problem), **c} for c in changes]
