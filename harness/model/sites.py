@@ -819,7 +819,7 @@ def rewrite(gm: fx.GraphModule, sites: list[Site], ops: Mapping[str, Callable]) 
                 value = value.make()
             if isinstance(value, torch.Tensor):  # a constant the op needs (rotary tables)
                 name = f"_kf_const_{i}_{j}"
-                gm.register_buffer(name, value, persistent=False)
+                _add_constant(gm, name, value)
                 with graph.inserting_before(_first(graph, site.nodes)):
                     value = graph.get_attr(name)
                 constants.append((name, value))
@@ -845,7 +845,7 @@ def rewrite(gm: fx.GraphModule, sites: list[Site], ops: Mapping[str, Callable]) 
             # in forward after v's view): moving that use could move it past a cache write.
             for name, node in constants:
                 graph.erase_node(node)
-                delattr(gm, name)
+                _drop_constant(gm, name)
             continue
         with graph.inserting_after(last):
             result = graph.call_function(call, tuple(args))
@@ -864,6 +864,24 @@ def rewrite(gm: fx.GraphModule, sites: list[Site], ops: Mapping[str, Callable]) 
     graph.lint()
     gm.recompile()
     return done
+
+
+def _add_constant(gm: fx.GraphModule, name: str, value: torch.Tensor) -> None:
+    """A buffer of `gm`, and, in a graph Dynamo captured, the source AOTAutograd asks of each
+    buffer it lifts (`_param_name_to_source`: Inductor, i.e. the kernels + torch.compile way,
+    stops at one it lacks). Dynamo's own passes that change a graph (the DDP optimizer) carry
+    that metadata the same way."""
+    gm.register_buffer(name, value, persistent=False)
+    sources = getattr(gm, "_param_name_to_source", None)
+    if sources is not None:
+        from torch._dynamo.source import ConstantSource
+
+        sources[name] = ConstantSource(name)
+
+
+def _drop_constant(gm: fx.GraphModule, name: str) -> None:
+    delattr(gm, name)
+    getattr(gm, "_param_name_to_source", {}).pop(name, None)
 
 
 def _first(graph: fx.Graph, nodes) -> fx.Node:
