@@ -147,12 +147,15 @@ def make_plan(
     """groups: ProblemGroup.to_dict()s (op, label, problem or None, share, time_us, calls; and
     floor_us, unfused_us where the device's roof is known: harness.model.classify.plan_groups).
 
-    Optimizable groups are ranked by expected gain; at most `max_problems` are candidates. The
-    budget is split by expected gain among them; while a slice falls short of what its problem needs
-    (`least`: per problem dict, or one number for all), the short one that needs the most time
-    per unit of expected gain is left out and the split made again. Problems left out get a
-    zero budget and the reason; when none fits, none is funded (a slice that cannot finish one
-    screen and one verification cannot ship a verified kernel).
+    Optimizable groups are ranked by expected gain; at most `max_problems` are candidates. In
+    that order, each joins the funded problems if, with the budget split among them by expected
+    gain, every slice still covers what its problem needs (`least`: per problem dict, or one
+    number for all); else it is left out with the reason. So the problem of most expected gain
+    that fits goes first: a cheaper one of less gain never takes its place (Llama's block at a
+    200 s budget: swiglu_gate, needing 198 s, lost its slice to qkv_rotary, needing 123 s, under
+    the old rule of dropping the most time per unit of gain; H200, 2026-11-29). When none fits,
+    none is funded (a slice that cannot finish one screen and one verification cannot ship a
+    verified kernel).
     """
     if budget_s <= 0:
         raise ValueError("the budget must be positive")
@@ -162,21 +165,31 @@ def make_plan(
     gains = [expected_gain(g) for g in ranked]
     needs = [least(g["problem"]) if callable(least) else MinimumSlice(float(least)) for g in ranked]
     limit = len(ranked) if max_problems is None else min(max_problems, len(ranked))
-    funded = list(range(limit))
     left_out = dict.fromkeys(range(limit, len(ranked)), f"beyond the job's first {limit} problems")
-    while funded:
-        total = sum(gains[i] for i in funded) or 1.0
-        short = [i for i in funded if budget_s * gains[i] / total < needs[i].total_s]
-        if not short:
-            break
-        # The worst value goes first: the most time needed per unit of expected gain.
-        drop = max(short, key=lambda i: needs[i].total_s / max(gains[i], 1e-12))
-        offered = budget_s * gains[drop] / total
-        left_out[drop] = (
-            f"needs at least {needs[drop].total_s:.0f} s ({needs[drop].describe()}); its share "
-            f"of the {budget_s:.0f} s budget was {offered:.0f} s"
-        )
-        funded.remove(drop)
+
+    def slice_of(i: int, members: list[int]) -> float:
+        return budget_s * gains[i] / (sum(gains[j] for j in members) or 1.0)
+
+    funded: list[int] = []
+    for index in range(limit):
+        trial = [*funded, index]
+        starved = [i for i in trial if slice_of(i, trial) < needs[i].total_s]
+        if not starved:
+            funded = trial
+            continue
+        why = f"needs at least {needs[index].total_s:.0f} s ({needs[index].describe()}); "
+        if index in starved:
+            who = "beside the problems of more expected gain, " if funded else ""
+            why += (
+                f"{who}its share of the {budget_s:.0f} s budget was {slice_of(index, trial):.0f} s"
+            )
+        else:
+            other = ranked[starved[0]]["label"]
+            why += (
+                f"its share of the {budget_s:.0f} s budget would cut {other}'s below the "
+                f"{needs[starved[0]].total_s:.0f} s that one needs"
+            )
+        left_out[index] = why
     total_gain = sum(gains[i] for i in funded) or 1.0
     items = []
     for index, (g, gn) in enumerate(zip(ranked, gains, strict=True)):

@@ -108,6 +108,30 @@ def test_a_problem_whose_slice_cannot_cover_what_it_needs_is_left_out_and_says_w
     assert plan.to_dict()["items"][0]["left_out"] == big.left_out
 
 
+def test_the_problem_of_most_gain_that_fits_is_funded_before_a_cheaper_one_of_less():
+    """Llama's block at a 200 s budget (model_llama_block.json, H200, 2026-11-29): swiglu_gate
+    (gain 0.084, needs 198 s) and qkv_rotary (0.053, 123 s) do not fit together. The old rule
+    dropped the most time per unit of gain, swiglu_gate by 2 %, and spent the budget on the
+    problem that could ship least."""
+    needs = {"swiglu_gate": 198.0, "qkv_rotary": 123.0, "matmul": 198.0}
+    groups = [_group("swiglu_gate/a", 0.27), _group("qkv_rotary/b", 0.16), _group("matmul/c", 0.05)]
+    plan = make_plan(groups, budget_s=200, least=lambda problem: _Need(needs[problem["op"]]))
+    assert [(i.key, i.budget_s) for i in plan.funded] == [("swiglu_gate/a", 200.0)]
+    qkv = plan.items[1]
+    assert qkv.left_out.startswith("needs at least 123 s (123 s of work); beside the problems")
+    # Where both fit, both are funded, split by expected gain.
+    plan = make_plan(groups, budget_s=600, least=lambda problem: _Need(needs[problem["op"]]))
+    assert [i.key for i in plan.funded] == ["swiglu_gate/a", "qkv_rotary/b"]
+
+
+def test_a_problem_that_would_starve_one_of_more_gain_says_so():
+    needs = {"swiglu_gate": 150.0, "rmsnorm": 10.0}
+    groups = [_group("swiglu_gate/a", 0.3), _group("rmsnorm/b", 0.25)]
+    plan = make_plan(groups, budget_s=200, least=lambda problem: _Need(needs[problem["op"]]))
+    assert [i.key for i in plan.funded] == ["swiglu_gate/a"]
+    assert "would cut swiglu_gate/a's below the 150 s that one needs" in plan.items[1].left_out
+
+
 def test_a_budget_too_small_for_every_problem_funds_none():
     plan = make_plan([_group("matmul/b", 0.6)], budget_s=50, least=60)
     assert plan.funded == [] and "needs at least 60 s" in plan.items[0].left_out
