@@ -33,17 +33,17 @@ from benchmarks import results_record
 from kernels.ops.swiglu_gate.op import interleave
 
 SOURCE = Path(__file__).resolve().parents[1] / "kernels/ops/swiglu_gate/families/cutlass_sm90.cu"
-# name: (tile M, N, K), (cluster M, N), schedule (0 cooperative, 1 ping-pong), interleave
-# group, store (group 8: 0 each thread its 2 outputs, 1 a quad's lanes trade to 8 each)
+# name: (tile M, N, K), (cluster M, N), schedule (0 cooperative, 1 ping-pong), store (0 each
+# thread its 2 outputs, 1 a quad's lanes trade to 8 each); all over the op's interleave of 8
 CONFIGS = {
-    "g8_t128x256x64_c2x1_coop": ((128, 256, 64), (2, 1), 0, 8, 0),
-    "g8q_t128x256x64_c2x1_coop": ((128, 256, 64), (2, 1), 0, 8, 1),
-    "g8_t128x256x64_c1x1_coop": ((128, 256, 64), (1, 1), 0, 8, 0),
-    "g8_t256x128x64_c1x2_coop": ((256, 128, 64), (1, 2), 0, 8, 0),
-    "g8_t128x128x64_c2x1_ping": ((128, 128, 64), (2, 1), 1, 8, 0),
-    "g8q_t128x128x64_c2x1_ping": ((128, 128, 64), (2, 1), 1, 8, 1),
-    "g8_t64x256x64_c1x1_ping": ((64, 256, 64), (1, 1), 1, 8, 0),
-    "g8q_t64x256x64_c1x1_ping": ((64, 256, 64), (1, 1), 1, 8, 1),
+    "g8_t128x256x64_c2x1_coop": ((128, 256, 64), (2, 1), 0, 0),
+    "g8q_t128x256x64_c2x1_coop": ((128, 256, 64), (2, 1), 0, 1),
+    "g8_t128x256x64_c1x1_coop": ((128, 256, 64), (1, 1), 0, 0),
+    "g8_t256x128x64_c1x2_coop": ((256, 128, 64), (1, 2), 0, 0),
+    "g8_t128x128x64_c2x1_ping": ((128, 128, 64), (2, 1), 1, 0),
+    "g8q_t128x128x64_c2x1_ping": ((128, 128, 64), (2, 1), 1, 1),
+    "g8_t64x256x64_c1x1_ping": ((64, 256, 64), (1, 1), 1, 0),
+    "g8q_t64x256x64_c1x1_ping": ((64, 256, 64), (1, 1), 1, 1),
 }
 SHAPES = {  # (M tokens, N hidden, K model dim)
     "qwen2_7b_2x1024": (2048, 18944, 3584),
@@ -52,27 +52,31 @@ SHAPES = {  # (M tokens, N hidden, K model dim)
 }
 
 
-def nvcc_command(name: str, out: Path) -> list[str]:
+def nvcc_command(name: str, source: Path, out: Path) -> list[str]:
     import cutlass_library
 
     include = Path(cutlass_library.__file__).parent / "source/include"
-    (tm, tn, tk), (cm, cn), schedule, group, store = CONFIGS[name]
+    (tm, tn, tk), (cm, cn), schedule, store = CONFIGS[name]
     return [
         "nvcc", "-std=c++17", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr",
         "-gencode=arch=compute_90a,code=sm_90a", f"-I{include}", "-Xcompiler", "-fPIC",
         "-shared", "-DKF_ELEM=0", f"-DKF_TILE_M={tm}", f"-DKF_TILE_N={tn}", f"-DKF_TILE_K={tk}",
         f"-DKF_CLUSTER_M={cm}", f"-DKF_CLUSTER_N={cn}", f"-DKF_SCHEDULE={schedule}",
-        "-DKF_STAGES=0", f"-DKF_GROUP={group}", f"-DKF_STORE={store}", str(SOURCE), "-o", str(out),
+        "-DKF_STAGES=0", f"-DKF_STORE={store}", str(source), "-o", str(out),
     ]  # fmt: skip
 
 
 def build(out_dir: Path, jobs: int, names: list[str] | None = None) -> dict:
+    from kernels.epilogue_gemm import cuda_source
+
     out_dir.mkdir(parents=True, exist_ok=True)
+    source = out_dir / SOURCE.name  # the shared GEMM and the op's epilogue, as candidates get them
+    source.write_text(cuda_source(SOURCE))
 
     def one(name: str) -> tuple[str, dict]:
         t0 = time.perf_counter()
         proc = subprocess.run(
-            nvcc_command(name, out_dir / f"{name}.so"), capture_output=True, text=True
+            nvcc_command(name, source, out_dir / f"{name}.so"), capture_output=True, text=True
         )
         return name, {"ok": proc.returncode == 0, "seconds": round(time.perf_counter() - t0, 1),
                       "log": proc.stderr[-2000:]}  # fmt: skip
@@ -105,8 +109,7 @@ def probe_shape(shape, libs: dict, compile_too: bool) -> dict:
     x = torch.randn(m, k, device="cuda", generator=gen).bfloat16()
     w_gate = (torch.randn(n, k, device="cuda", generator=gen) * k**-0.5).bfloat16()
     w_up = (torch.randn(n, k, device="cuda", generator=gen) * k**-0.5).bfloat16()
-    weights = {g: interleave(w_gate, w_up, g) for g in (1, 8)}
-    w = weights[1]
+    w = interleave(w_gate, w_up)
     ref = F.silu(x.float() @ w_gate.float().T) * (x.float() @ w_up.float().T)
     scale = ref.abs().max().item()
 
@@ -130,7 +133,7 @@ def probe_shape(shape, libs: dict, compile_too: bool) -> dict:
         out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         ws = torch.empty(max(1, lib.kf_workspace_size(m, n, k)), device="cuda", dtype=torch.uint8)
 
-        def ours(lib=lib, out=out, ws=ws, w=weights[CONFIGS[name][3]]):
+        def ours(lib=lib, out=out, ws=ws):
             code = lib.kf_swiglu(x.data_ptr(), w.data_ptr(), out.data_ptr(), m, n, k, k, k, n,
                                  ws.data_ptr(), ws.numel(), stream)  # fmt: skip
             if code:

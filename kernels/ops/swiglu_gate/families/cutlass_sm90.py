@@ -2,8 +2,9 @@
 interleaved weight (layout "i8"), gated in a register epilogue; one shared library per
 configuration.
 
-The C++ (cutlass_sm90.cu beside this file, pasted into every candidate) runs the (M, 2N, K)
-GEMM with CUTLASS's warp-specialized TMA + wgmma mainloop and its own epilogue: each thread
+The C++ (kernels/epilogue_gemm_sm90.cuh, then cutlass_sm90.cu beside this file, pasted into
+every candidate) runs the (M, 2N, K) GEMM with CUTLASS's warp-specialized TMA + wgmma mainloop
+and its own epilogue: each thread
 holds a gate column and its up column side by side (the interleave puts them 8 columns apart,
 where wgmma's accumulator layout gives both to one thread), so it writes silu(gate) * up
 straight from registers. The two (M, N) intermediates of two GEMMs never exist. Built with nvcc
@@ -29,19 +30,22 @@ correctness path for odd sweep shapes, refused by check() for a problem's own sh
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from kernels.dual_gemm import SMALL_M
-from kernels.ops.matmul.families.common import SMEM_LIMIT
-from kernels.ops.matmul.families.cutlass_sm90 import ALIGN_ELEMENTS, CUTLASS_PIN
-from kernels.ops.swiglu_gate.op import GROUP, INTERLEAVED
-from kernels.problem import Family, ParamSpace, Problem
-from kernels.render import render_module
+from kernels.epilogue_gemm import (
+    DEFAULT_TILE,
+    PINGPONG,
+    TILE_CHOICES,
+    EpilogueGemmFamily,
+    cuda_source,
+)
+from kernels.ops.matmul.families.cutlass_sm90 import CUTLASS_PIN
+from kernels.ops.swiglu_gate.op import INTERLEAVED
+from kernels.problem import Problem
 
-CUDA_SOURCE = (Path(__file__).with_name("cutlass_sm90.cu")).read_text()
-MAX_ACC_PER_THREAD = 128  # fp32 accumulators per consumer thread
+CUDA_SOURCE = cuda_source(Path(__file__).with_name("cutlass_sm90.cu"))
 
 TEMPLATE = '''$HEADER
 
@@ -75,7 +79,6 @@ def nvcc_flags():
         f"-DKF_CLUSTER_N={CLUSTER_N}",
         f"-DKF_SCHEDULE={SCHEDULE_CODES[SCHEDULE]}",
         "-DKF_STAGES=0",
-        "-DKF_GROUP=__GROUP__",  # the op's "i8" interleave
         f"-DKF_STORE={STORE_CODES[STORE]}",
     )
 
@@ -178,112 +181,41 @@ def run(x, w, *, out):
 
 
 def render_template() -> str:
-    """TEMPLATE with the pinned headers, the group and the C++ source pasted in ($ escaped for
-    the string.Template step that fills $HEADER and $CONSTANTS)."""
+    """TEMPLATE with the pinned headers and the C++ source pasted in ($ escaped for the
+    string.Template step that fills $HEADER and $CONSTANTS)."""
     source = CUDA_SOURCE.replace("$", "$$")
-    return (
-        TEMPLATE.replace("__CUTLASS_PIN__", CUTLASS_PIN)
-        .replace("__GROUP__", str(GROUP))
-        .replace("__CUDA_SOURCE__", source)
-    )
+    return TEMPLATE.replace("__CUTLASS_PIN__", CUTLASS_PIN).replace("__CUDA_SOURCE__", source)
 
 
-class CutlassSm90SwigluGate(Family):
+class CutlassSm90SwigluGate(EpilogueGemmFamily):
     name = "swiglu_gate_cutlass_sm90"
     op = "swiglu_gate"
-    backend = "cuda"
     layouts = (INTERLEAVED,)
     description = (
         "one CUTLASS 3.x Hopper GEMM over the interleaved gate/up weight (TMA + wgmma, "
         "warp-specialized), silu(gate) * up in a register epilogue"
     )
-    # Every parameter changes what is compiled: the library holds each valid combination.
-    build_params = (
-        "TILE_M", "TILE_N", "TILE_K", "CLUSTER_M", "CLUSTER_N", "SCHEDULE", "STORE",
-    )  # fmt: skip
+    extra_choices = {"STORE": ["quad", "pair"]}
+    build_params = (*TILE_CHOICES, *extra_choices)
 
-    def space(self, problem: Problem) -> ParamSpace:
-        return ParamSpace(
-            {
-                "TILE_M": [64, 128, 256],
-                "TILE_N": [64, 128, 256],
-                "TILE_K": [64, 128],
-                "CLUSTER_M": [1, 2],
-                "CLUSTER_N": [1, 2],
-                "SCHEDULE": ["cooperative", "pingpong"],
-                "STORE": ["quad", "pair"],
-            },
-            constraints=(
-                "cooperative: TILE_M in (128, 256); pingpong: TILE_M in (64, 128)",
-                "accumulators TILE_M*TILE_N/(128*warpgroups) <= 128 per thread",
-                "2 stages of (TILE_M+TILE_N)*TILE_K*2 bytes fit (no epilogue shared memory)",
-                "the problem's K is a multiple of 8 (else the padded path would be timed)",
-            ),
-        )
+    def template(self) -> str:
+        return render_template()
 
     def default(self, problem: Problem) -> dict[str, Any]:
-        return {
-            "TILE_M": 128,
-            "TILE_N": 256,
-            "TILE_K": 64,
-            "CLUSTER_M": 2,
-            "CLUSTER_N": 1,
-            "SCHEDULE": "cooperative",
-            "STORE": "pair",
-        }
+        return {**DEFAULT_TILE, "STORE": "pair"}
 
     def starting_points(self, problem: Problem) -> list[dict[str, Any]]:
-        """The probe's leaders (swiglu_cutlass_probe_h200_g8.json): the cooperative 128x256
-        tile with pair stores where K is short (llama_block), ping-pong tiles (each
-        warpgroup's epilogue runs under the other's mainloop) where it is long (Qwen2,
-        Llama-3). None for a few rows (decode): 64-row tiles would read the weights for
-        mostly empty rows, where the dual family streams them."""
+        """The probe's leaders (swiglu_cutlass_probe_h200_tanh.json): the cooperative 128x256
+        tile with pair stores, and ping-pong tiles. None for a few rows (decode): 64-row
+        tiles would read the weights for mostly empty rows, where the dual family streams
+        them."""
         if problem.shape[0] <= SMALL_M:
             return []
-        pingpong = {"TILE_N": 128, "SCHEDULE": "pingpong"}
         changes: list[dict[str, Any]] = [
             {},
-            pingpong,
-            {**pingpong, "STORE": "quad"},
+            PINGPONG,
+            {**PINGPONG, "STORE": "quad"},
             {"TILE_M": 64, "CLUSTER_M": 1, "SCHEDULE": "pingpong"},
         ]
         points = [{**self.default(problem), **c} for c in changes]
         return [p for p in points if self.check(problem, p) is None]
-
-    def check(self, problem: Problem, params: Mapping[str, Any]) -> str | None:
-        if (why := super().check(problem, params)) is not None:
-            return why
-        p = params
-        groups = 2 if p["SCHEDULE"] == "cooperative" else 1
-        if p["SCHEDULE"] == "cooperative" and p["TILE_M"] not in (128, 256):
-            return "a cooperative tile is split by two warpgroups: TILE_M must be 128 or 256"
-        if p["SCHEDULE"] == "pingpong" and p["TILE_M"] not in (64, 128):
-            return "a ping-pong warpgroup owns a whole tile: TILE_M must be 64 or 128"
-        if (acc := p["TILE_M"] * p["TILE_N"] / (128 * groups)) > MAX_ACC_PER_THREAD:
-            return f"{acc:.0f} fp32 accumulators per thread, over {MAX_ACC_PER_THREAD}"
-        stage = (p["TILE_M"] + p["TILE_N"]) * p["TILE_K"] * problem.torch_dtype.itemsize
-        if 2 * stage > SMEM_LIMIT:
-            return f"two stages of {stage} bytes do not fit in {SMEM_LIMIT}"
-        return self.shape_blocker(problem)
-
-    def shape_blocker(self, problem: Problem) -> str | None:
-        """Why this problem's own shape would run on the padded path (None: the fast path)."""
-        if problem.dtype not in ("bf16", "fp16"):
-            return f"{problem.dtype} is not built (bf16 and fp16 only)"
-        k = problem.shape[2]
-        if k % ALIGN_ELEMENTS:
-            return (
-                f"TMA needs 16-byte aligned rows; K = {k} is not a multiple of "
-                f"{ALIGN_ELEMENTS}: this shape would be timed on the padded fallback"
-            )
-        return None
-
-    def render(self, problem: Problem, params: Mapping[str, Any]) -> str:
-        return render_module(
-            render_template(),
-            family=self.name,
-            problem=problem,
-            params={k: params[k] for k in self.space(problem).choices},
-            fixed={"DTYPE": problem.dtype},
-            summary=self.description,
-        )

@@ -1,0 +1,110 @@
+"""What CUTLASS families with their own epilogue share: the C++ (epilogue_gemm_sm90.cuh: a Hopper
+GEMM whose accumulators go to an op's epilogue class, run with params cached per call) and the
+family rules of its tiles. A family's source is that text followed by the op's own .cu, pasted
+whole into every candidate as one translation unit (the harness builds what the candidate
+shows, nothing included from elsewhere but the pinned CUTLASS headers)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kernels.ops.matmul.families.common import SMEM_LIMIT
+from kernels.ops.matmul.families.cutlass_sm90 import ALIGN_ELEMENTS
+from kernels.problem import Family, ParamSpace, Problem
+from kernels.render import render_module
+
+SHARED = (Path(__file__).with_name("epilogue_gemm_sm90.cuh")).read_text()
+
+
+def cuda_source(op_source: Path) -> str:
+    """The shared GEMM, then the op's epilogue and entry points."""
+    return f"{SHARED}\n// ---- {op_source.name}: the op's epilogue and entry points\n\n{op_source.read_text()}"
+
+
+# Every build parameter changes what is compiled: a family's library holds each valid
+# combination of these and its own.
+TILE_CHOICES: dict[str, list[Any]] = {
+    "TILE_M": [64, 128, 256],
+    "TILE_N": [64, 128, 256],
+    "TILE_K": [64, 128],
+    "CLUSTER_M": [1, 2],
+    "CLUSTER_N": [1, 2],
+    "SCHEDULE": ["cooperative", "pingpong"],
+}
+TILE_CONSTRAINTS = (
+    "cooperative: TILE_M in (128, 256); pingpong: TILE_M in (64, 128)",
+    "accumulators TILE_M*TILE_N/(128*warpgroups) <= 128 per thread",
+    "2 stages of (TILE_M+TILE_N)*TILE_K*2 bytes fit (no epilogue shared memory)",
+    "the problem's K is a multiple of 8 (else the padded path would be timed)",
+)
+MAX_ACC_PER_THREAD = 128  # fp32 accumulators per consumer thread
+DEFAULT_TILE = {
+    "TILE_M": 128,
+    "TILE_N": 256,
+    "TILE_K": 64,
+    "CLUSTER_M": 2,
+    "CLUSTER_N": 1,
+    "SCHEDULE": "cooperative",
+}
+# Ping-pong tiles: each warpgroup's epilogue runs under the other's mainloop (the leaders where
+# K is long, swiglu_cutlass_probe_h200_tanh.json).
+PINGPONG = {"TILE_N": 128, "SCHEDULE": "pingpong"}
+
+
+class EpilogueGemmFamily(Family):
+    """A family of kernels/epilogue_gemm_sm90.cuh GEMMs: the tile rules, the K alignment TMA
+    needs, and the render, for an op whose problem shape ends with K."""
+
+    backend = "cuda"
+    extra_choices: dict[str, list[Any]] = {}  # the op's own build parameters
+
+    def template(self) -> str:
+        """The candidate module's text for render_module (the C++ pasted in, $ escaped)."""
+        raise NotImplementedError
+
+    def space(self, problem: Problem) -> ParamSpace:
+        return ParamSpace(TILE_CHOICES | self.extra_choices, constraints=TILE_CONSTRAINTS)
+
+    def check(self, problem: Problem, params: Mapping[str, Any]) -> str | None:
+        if (why := super().check(problem, params)) is not None:
+            return why
+        p = params
+        groups = 2 if p["SCHEDULE"] == "cooperative" else 1
+        if p["SCHEDULE"] == "cooperative" and p["TILE_M"] not in (128, 256):
+            return "a cooperative tile is split by two warpgroups: TILE_M must be 128 or 256"
+        if p["SCHEDULE"] == "pingpong" and p["TILE_M"] not in (64, 128):
+            return "a ping-pong warpgroup owns a whole tile: TILE_M must be 64 or 128"
+        if (acc := p["TILE_M"] * p["TILE_N"] / (128 * groups)) > MAX_ACC_PER_THREAD:
+            return f"{acc:.0f} fp32 accumulators per thread, over {MAX_ACC_PER_THREAD}"
+        stage = (p["TILE_M"] + p["TILE_N"]) * p["TILE_K"] * problem.torch_dtype.itemsize
+        if 2 * stage > SMEM_LIMIT:
+            return f"two stages of {stage} bytes do not fit in {SMEM_LIMIT}"
+        return self.shape_blocker(problem)
+
+    def shape_blocker(self, problem: Problem) -> str | None:
+        """Why this problem's own shape would run on the padded path (None: the fast path)."""
+        if problem.dtype not in ("bf16", "fp16"):
+            return f"{problem.dtype} is not built (bf16 and fp16 only)"
+        k = problem.shape[-1]
+        if k % ALIGN_ELEMENTS:
+            return (
+                f"TMA needs 16-byte aligned rows; K = {k} is not a multiple of "
+                f"{ALIGN_ELEMENTS}: this shape would be timed on the padded fallback"
+            )
+        return None
+
+    def fixed(self, problem: Problem) -> dict[str, Any]:
+        """The candidate's constants that the problem sets (not searched)."""
+        return {"DTYPE": problem.dtype}
+
+    def render(self, problem: Problem, params: Mapping[str, Any]) -> str:
+        return render_module(
+            self.template(),
+            family=self.name,
+            problem=problem,
+            params={k: params[k] for k in self.space(problem).choices},
+            fixed=self.fixed(problem),
+            summary=self.description,
+        )
