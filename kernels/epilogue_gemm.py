@@ -11,11 +11,88 @@ from pathlib import Path
 from typing import Any
 
 from kernels.ops.matmul.families.common import SMEM_LIMIT
-from kernels.ops.matmul.families.cutlass_sm90 import ALIGN_ELEMENTS
+from kernels.ops.matmul.families.cutlass_sm90 import ALIGN_ELEMENTS, CUTLASS_PIN
 from kernels.problem import Family, ParamSpace, Problem
 from kernels.render import render_module
 
 SHARED = (Path(__file__).with_name("epilogue_gemm_sm90.cuh")).read_text()
+
+
+# What every candidate of these families begins with: the build of its library (the shared
+# C++ and the op's, CUDA_SOURCE, pasted in by `candidate_template`) for its point's tile, and
+# the host helpers around its calls. The op's part follows: its FUNCTIONS, LIBRARY and run().
+CANDIDATE_HEAD = '''$HEADER
+
+import torch
+
+from harness.cuda_ext import CFunction, CudaLibrary, load_library
+
+$CONSTANTS
+
+CUTLASS = "__CUTLASS_PIN__"  # the pinned headers the library is built against
+ALIGN = 8  # TMA: 16-byte aligned rows of fp16/bf16
+ELEMENT_CODES = {"bf16": 0, "fp16": 1}
+SCHEDULE_CODES = {"cooperative": 0, "pingpong": 1}
+
+CUDA_SOURCE = r"""__CUDA_SOURCE__"""
+
+
+def tile_flags():
+    """nvcc's flags for this point's tile and dtype (the op's own follow)."""
+    return (
+        "-std=c++17",
+        "-O3",
+        "-DNDEBUG",
+        "--expt-relaxed-constexpr",
+        "-gencode=arch=compute_90a,code=sm_90a",  # wgmma and setmaxnreg need sm_90a
+        f"-DKF_ELEM={ELEMENT_CODES[DTYPE]}",
+        f"-DKF_TILE_M={TILE_M}",
+        f"-DKF_TILE_N={TILE_N}",
+        f"-DKF_TILE_K={TILE_K}",
+        f"-DKF_CLUSTER_M={CLUSTER_M}",
+        f"-DKF_CLUSTER_N={CLUSTER_N}",
+        f"-DKF_SCHEDULE={SCHEDULE_CODES[SCHEDULE]}",
+        "-DKF_STAGES=0",
+    )
+
+
+def checked(lib, abi_version):
+    """The library, once its ABI is the one this candidate calls."""
+    if lib.kf_abi_version() != abi_version:
+        raise RuntimeError(f"library ABI {lib.kf_abi_version()}, expected {abi_version}")
+    return lib
+
+
+_WORKSPACE_BYTES = {}  # (m, n, k) -> bytes: asked of the library once per shape, not per call
+
+
+def workspace(lib, m, n, k, device):
+    """(bytes, tensor or None) of CUTLASS's workspace for an (m, n, k) GEMM; stream-ordered:
+    freed after the launch, reused only behind it."""
+    if (m, n, k) not in _WORKSPACE_BYTES:
+        _WORKSPACE_BYTES[(m, n, k)] = lib.kf_workspace_size(m, n, k)
+    size = _WORKSPACE_BYTES[(m, n, k)]
+    return size, (torch.empty(size, dtype=torch.uint8, device=device) if size else None)
+
+
+def padded(t, rows, cols):
+    """t zero-padded to (rows, cols): zeros along K add nothing to a product."""
+    p = t.new_zeros(rows, cols)
+    p[: t.shape[0], : t.shape[1]] = t
+    return p
+'''
+
+
+def candidate_template(op_part: str, op_source: Path) -> str:
+    """A family's candidate text: CANDIDATE_HEAD, then `op_part`, with the pinned headers and
+    the C++ (the shared GEMM, then the op's .cu) pasted in ($ escaped for the string.Template
+    step that fills $HEADER and $CONSTANTS)."""
+    source = cuda_source(op_source).replace("$", "$$")
+    return (
+        (CANDIDATE_HEAD + op_part)
+        .replace("__CUTLASS_PIN__", CUTLASS_PIN)
+        .replace("__CUDA_SOURCE__", source)
+    )
 
 
 def cuda_source(op_source: Path) -> str:

@@ -94,6 +94,34 @@ struct RegisterEpilogueBase {
     return tiled_mma.get_thread_slice(thread_idx).partition_C(coords);
   }
 
+  // Calls fn(m, n, a0, a1, b0, b1) for each pair of adjacent columns (n, n + 1) this thread
+  // holds on a row (a0, a1) with the same columns 8 on (n + 8, n + 9: b0, b1), inside the
+  // problem. wgmma's accumulator gives a thread columns (c, c + 1) of every 8-column chunk:
+  // values i..i+3 are those of one chunk on two rows (r, r + 8), values i+4..i+7 the same of
+  // the next chunk. The "i8" layouts put an output's two weight rows there; any other
+  // accumulator layout would pair the wrong ones: stop, never write them.
+  template <class Coords, class Accumulators, class Fn>
+  CUTLASS_DEVICE static void for_each_pair(Coords const& coords, Accumulators const& acc,
+                                           int m_size, int n_size, Fn&& fn) {
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(acc); i += 8) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int r = 0; r < 4; r += 2) {
+        const auto first_at = coords(i + r);
+        const auto second_at = coords(i + r + 4);
+        const int m = get<0>(first_at);
+        const int n = get<1>(first_at);
+        if (get<1>(second_at) != n + 8 || get<0>(second_at) != m || (n & 1) || (n & 15) >= 8 ||
+            get<1>(coords(i + r + 1)) != n + 1) {
+          __trap();
+        }
+        if (m < m_size && n < n_size) {
+          fn(m, n, acc(i + r), acc(i + r + 1), acc(i + r + 4), acc(i + r + 5));
+        }
+      }
+    }
+  }
+
   // Two floats as two outputs in one 4-byte word (cvt.rn.bf16x2.f32 for bf16).
   CUTLASS_DEVICE static uint32_t packed(float a, float b) {
     cutlass::Array<float, 2> both;

@@ -57,6 +57,16 @@ class FakeLibrary:
         self.kf_describe = FakeFunction("fake")
 
 
+def fake_library(entry: str) -> type:
+    """A FakeLibrary whose kernel's entry point is `entry` (the ops' other CUTLASS families)."""
+
+    def init(self):
+        FakeLibrary.__init__(self)
+        setattr(self, entry, FakeFunction(0))
+
+    return type(f"FakeLibrary_{entry}", (FakeLibrary,), {"__init__": init})
+
+
 @dataclass(frozen=True)
 class FakeCudaLibrary:
     """What the candidate asks harness.cuda_ext to build (name, source, flags, headers)."""

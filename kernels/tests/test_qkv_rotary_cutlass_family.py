@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from kernels import get_op
+from kernels.ops.matmul.families.cutlass_sm90 import CUTLASS_PIN
 from kernels.ops.qkv_rotary.families.cutlass_sm90 import (
     CUDA_SOURCE,
-    CUTLASS_PIN,
     CutlassSm90QkvRotary,
 )
 from kernels.ops.qkv_rotary.op import (
@@ -26,8 +26,8 @@ from kernels.ops.qkv_rotary.op import (
 )
 from kernels.problem import Problem, ProblemError
 from kernels.tests.test_cutlass_family import (
-    FakeFunction,
     assert_declared_as_in_c,
+    fake_library,
     fake_loader,
 )
 
@@ -39,18 +39,9 @@ def problem(shape=(256, 4, 2, 64, 512), layout="i8", dtype="bf16") -> Problem:
     return Problem("qkv_rotary", shape, dtype, layout)
 
 
-class FakeLibrary:
-    def __init__(self):
-        self.kf_abi_version = FakeFunction(1)
-        self.kf_qkv_rotary = FakeFunction(0)
-        self.kf_workspace_size = FakeFunction(0)
-        self.kf_last_error = FakeFunction("")
-        self.kf_describe = FakeFunction("fake")
-
-
 @pytest.fixture
 def load(monkeypatch):
-    return fake_loader(monkeypatch, FAMILY, FakeLibrary)
+    return fake_loader(monkeypatch, FAMILY, fake_library("kf_qkv_rotary"))
 
 
 def test_the_head_interleave_pairs_each_half_heads_rows_8_apart_and_round_trips():

@@ -13,16 +13,16 @@ import pytest
 import torch
 
 from kernels import get_op
+from kernels.ops.matmul.families.cutlass_sm90 import CUTLASS_PIN
 from kernels.ops.swiglu_gate.families.cutlass_sm90 import (
     CUDA_SOURCE,
-    CUTLASS_PIN,
     CutlassSm90SwigluGate,
 )
 from kernels.ops.swiglu_gate.op import deinterleave, interleave
 from kernels.problem import Problem, ProblemError
 from kernels.tests.test_cutlass_family import (
-    FakeFunction,
     assert_declared_as_in_c,
+    fake_library,
     fake_loader,
 )
 
@@ -34,18 +34,9 @@ def problem(shape=(256, 512, 1024), layout="i8", dtype="bf16") -> Problem:
     return Problem("swiglu_gate", shape, dtype, layout)
 
 
-class FakeLibrary:
-    def __init__(self):
-        self.kf_abi_version = FakeFunction(1)
-        self.kf_swiglu = FakeFunction(0)
-        self.kf_workspace_size = FakeFunction(0)
-        self.kf_last_error = FakeFunction("")
-        self.kf_describe = FakeFunction("fake")
-
-
 @pytest.fixture
 def load(monkeypatch):
-    return fake_loader(monkeypatch, FAMILY, FakeLibrary)
+    return fake_loader(monkeypatch, FAMILY, fake_library("kf_swiglu"))
 
 
 def test_the_interleave_round_trips_and_the_op_means_the_same_in_both_layouts():

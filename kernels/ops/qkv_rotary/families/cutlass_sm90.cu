@@ -62,47 +62,31 @@ class RotaryEpilogue : public RegisterEpilogueBase {
     static_assert(cute::is_static<FrgLayout>::value, "accumulator layout must be static");
     const int d = params.head_dim;
     const int half = d / 2;
-    // As in the swiglu epilogue: values i..i+3 are columns (c, c + 1) of one 8-column chunk on
-    // two rows (r, r + 8), values i+4..i+7 the same of the next chunk, 8 columns on.
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(accumulators); i += 8) {
-      CUTLASS_PRAGMA_UNROLL
-      for (int r = 0; r < 4; r += 2) {
-        const auto first_at = thread_coords(i + r);
-        const auto second_at = thread_coords(i + r + 4);
-        const int m = get<0>(first_at);
-        const int n = get<1>(first_at);
-        // Anything but that layout would pair the wrong halves: stop, never write them.
-        if (get<1>(second_at) != n + 8 || get<0>(second_at) != m || (n & 1) || (n & 15) >= 8 ||
-            get<1>(thread_coords(i + r + 1)) != n + 1) {
-          __trap();
-        }
-        if (m >= m_size || n >= n_size) continue;
-        float a1 = accumulators(i + r), b1 = accumulators(i + r + 1);  // first halves: j, j+1
-        float a2 = accumulators(i + r + 4), b2 = accumulators(i + r + 5);  // second halves
-        if (params.bias != nullptr) {
-          a1 += float(params.bias[n]);
-          b1 += float(params.bias[n + 1]);
-          a2 += float(params.bias[n + 8]);
-          b2 += float(params.bias[n + 9]);
-        }
-        const int head = n / d;
-        const int c = n - head * d;
-        const int j = (c / 16) * 8 + (c & 7);  // this pair's first output within the half
-        Element* row = params.ptr_out + static_cast<int64_t>(m) * params.ldo + head * d + j;
-        if (n < params.rotated) {
-          const int64_t at = static_cast<int64_t>(m) * params.ldcs + j;
-          const float cj = float(params.cos[at]), cj1 = float(params.cos[at + 1]);
-          const float sj = float(params.sin[at]), sj1 = float(params.sin[at + 1]);
-          *reinterpret_cast<uint32_t*>(row) = packed(a1 * cj - a2 * sj, b1 * cj1 - b2 * sj1);
-          *reinterpret_cast<uint32_t*>(row + half) =
-              packed(a2 * cj + a1 * sj, b2 * cj1 + b1 * sj1);
-        } else {
-          *reinterpret_cast<uint32_t*>(row) = packed(a1, b1);
-          *reinterpret_cast<uint32_t*>(row + half) = packed(a2, b2);
-        }
-      }
-    }
+    for_each_pair(
+        thread_coords, accumulators, m_size, n_size,
+        [&](int m, int n, float a1, float b1, float a2, float b2) {  // halves: j, j+1; second
+          if (params.bias != nullptr) {
+            a1 += float(params.bias[n]);
+            b1 += float(params.bias[n + 1]);
+            a2 += float(params.bias[n + 8]);
+            b2 += float(params.bias[n + 9]);
+          }
+          const int head = n / d;
+          const int c = n - head * d;
+          const int j = (c / 16) * 8 + (c & 7);  // this pair's first output within the half
+          Element* row = params.ptr_out + static_cast<int64_t>(m) * params.ldo + head * d + j;
+          if (n < params.rotated) {
+            const int64_t at = static_cast<int64_t>(m) * params.ldcs + j;
+            const float cj = float(params.cos[at]), cj1 = float(params.cos[at + 1]);
+            const float sj = float(params.sin[at]), sj1 = float(params.sin[at + 1]);
+            *reinterpret_cast<uint32_t*>(row) = packed(a1 * cj - a2 * sj, b1 * cj1 - b2 * sj1);
+            *reinterpret_cast<uint32_t*>(row + half) =
+                packed(a2 * cj + a1 * sj, b2 * cj1 + b1 * sj1);
+          } else {
+            *reinterpret_cast<uint32_t*>(row) = packed(a1, b1);
+            *reinterpret_cast<uint32_t*>(row + half) = packed(a2, b2);
+          }
+        });
   }
 
  private:

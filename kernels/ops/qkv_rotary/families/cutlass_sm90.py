@@ -27,51 +27,20 @@ from kernels.epilogue_gemm import (
     PINGPONG,
     TILE_CHOICES,
     EpilogueGemmFamily,
+    candidate_template,
     cuda_source,
 )
-from kernels.ops.matmul.families.cutlass_sm90 import CUTLASS_PIN
 from kernels.ops.qkv_rotary.op import BIAS, INTERLEAVED
 from kernels.problem import Problem
 
 CUDA_SOURCE = cuda_source(Path(__file__).with_name("cutlass_sm90.cu"))
 
-TEMPLATE = '''$HEADER
+SOURCE = Path(__file__).with_name("cutlass_sm90.cu")
+CUDA_SOURCE = cuda_source(SOURCE)
 
-import torch
-
-from harness.cuda_ext import CFunction, CudaLibrary, load_library
-
-$CONSTANTS
-
-CUTLASS = "__CUTLASS_PIN__"  # the pinned headers the library is built against
-ALIGN = 8  # TMA: 16-byte aligned rows of fp16/bf16
-ELEMENT_CODES = {"bf16": 0, "fp16": 1}
-SCHEDULE_CODES = {"cooperative": 0, "pingpong": 1}
-
-CUDA_SOURCE = r"""__CUDA_SOURCE__"""
-
-
-def nvcc_flags():
-    return (
-        "-std=c++17",
-        "-O3",
-        "-DNDEBUG",
-        "--expt-relaxed-constexpr",
-        "-gencode=arch=compute_90a,code=sm_90a",  # wgmma and setmaxnreg need sm_90a
-        f"-DKF_ELEM={ELEMENT_CODES[DTYPE]}",
-        f"-DKF_TILE_M={TILE_M}",
-        f"-DKF_TILE_N={TILE_N}",
-        f"-DKF_TILE_K={TILE_K}",
-        f"-DKF_CLUSTER_M={CLUSTER_M}",
-        f"-DKF_CLUSTER_N={CLUSTER_N}",
-        f"-DKF_SCHEDULE={SCHEDULE_CODES[SCHEDULE]}",
-        "-DKF_STAGES=0",
-    )
-
-
-LIBRARY = CudaLibrary(
-    "kf_qkv_rotary_cutlass_sm90", CUDA_SOURCE, nvcc_flags(), headers=(CUTLASS,)
-)
+# The candidate after kernels/epilogue_gemm.py's CANDIDATE_HEAD.
+OP_PART = '''
+LIBRARY = CudaLibrary("kf_qkv_rotary_cutlass_sm90", CUDA_SOURCE, tile_flags(), headers=(CUTLASS,))
 ABI_VERSION = 1
 
 # The C prototypes in CUDA_SOURCE, as the harness binds them ("tensor": the tensor's address).
@@ -89,17 +58,8 @@ FUNCTIONS = {
     "kf_describe": CFunction("const char*"),
 }
 
-
-def _checked(lib):
-    if lib.kf_abi_version() != ABI_VERSION:
-        raise RuntimeError(
-            f"kf_qkv_rotary_cutlass_sm90 ABI {lib.kf_abi_version()}, expected {ABI_VERSION}"
-        )
-    return lib
-
-
 # Built (or loaded from the compile cache) at import, so a precompile builds it ahead.
-_LIB = _checked(load_library(LIBRARY, FUNCTIONS))
+_LIB = checked(load_library(LIBRARY, FUNCTIONS), ABI_VERSION)
 
 
 def _aligned(t, align):
@@ -123,42 +83,29 @@ def fast_path_blocker(x, w, cos, sin, bias, out):
     return None
 
 
-_WORKSPACE_BYTES = {}  # (m, n, k) -> bytes: asked of the library once per shape, not per call
-
-
 def _launch(x, w, cos, sin, bias, out):
     m, n = out.shape
     k = x.shape[1]
     head_dim = 2 * cos.shape[1]
-    if (m, n, k) not in _WORKSPACE_BYTES:
-        _WORKSPACE_BYTES[(m, n, k)] = _LIB.kf_workspace_size(m, n, k)
-    ws_bytes, workspace = _WORKSPACE_BYTES[(m, n, k)], None
-    if ws_bytes:  # stream-ordered: freed after the launch, reused only behind it
-        workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=out.device)
+    ws_bytes, ws = workspace(_LIB, m, n, k, out.device)
     code = _LIB.kf_qkv_rotary(
         x, w, bias, cos, sin, out, m, n, k, head_dim, (HEADS + KV_HEADS) * head_dim,
         x.stride(0), w.stride(0), cos.stride(0), out.stride(0),
-        workspace, ws_bytes, torch.cuda.current_stream(out.device).cuda_stream,
+        ws, ws_bytes, torch.cuda.current_stream(out.device).cuda_stream,
     )
     if code:
         raise RuntimeError(f"kf_qkv_rotary_cutlass_sm90: {_LIB.kf_last_error()} (code {code})")
 
 
-def _padded(t, rows, cols):
-    p = t.new_zeros(rows, cols)
-    p[: t.shape[0], : t.shape[1]] = t
-    return p
-
-
 def _run_padded(x, w, cos, sin, bias, out):
     """Correctness path for strides or a K that TMA cannot take: x and w zero-padded to whole
-    16-byte rows (zeros along K add nothing), aligned copies of the rest, the same kernel."""
+    16-byte rows, aligned copies of the rest, the same kernel."""
     m, n = out.shape
     kp = -(-x.shape[1] // ALIGN) * ALIGN
     tables = [t.contiguous().clone() for t in (cos, sin)]
     bias_p = None if bias is None else bias.contiguous().clone()
     out_p = torch.empty(m, n, dtype=out.dtype, device=out.device)
-    _launch(_padded(x, m, kp), _padded(w, w.shape[0], kp), *tables, bias_p, out_p)
+    _launch(padded(x, m, kp), padded(w, w.shape[0], kp), *tables, bias_p, out_p)
     out.copy_(out_p)
 
 
@@ -179,13 +126,6 @@ def run(x, w, cos, sin, *bias, out):
 '''
 
 
-def render_template() -> str:
-    """TEMPLATE with the pinned headers and the C++ source pasted in ($ escaped for the
-    string.Template step that fills $HEADER and $CONSTANTS)."""
-    source = CUDA_SOURCE.replace("$", "$$")
-    return TEMPLATE.replace("__CUTLASS_PIN__", CUTLASS_PIN).replace("__CUDA_SOURCE__", source)
-
-
 class CutlassSm90QkvRotary(EpilogueGemmFamily):
     name = "qkv_rotary_cutlass_sm90"
     op = "qkv_rotary"
@@ -197,7 +137,7 @@ class CutlassSm90QkvRotary(EpilogueGemmFamily):
     build_params = tuple(TILE_CHOICES)
 
     def template(self) -> str:
-        return render_template()
+        return candidate_template(OP_PART, SOURCE)
 
     def default(self, problem: Problem) -> dict[str, Any]:
         return dict(DEFAULT_TILE)

@@ -56,31 +56,15 @@ class SwigluEpilogue : public RegisterEpilogueBase {
     CUTE_STATIC_ASSERT_V(size(thread_coords) == size(accumulators));
     static_assert(cute::is_static<FrgLayout>::value, "accumulator layout must be static");
 #if KF_STORE == 0
-    // Groups of 8: columns 16g..16g+7 are gates 8g..8g+7 and 16g+8..16g+15 their ups. A thread
-    // holds columns (c, c + 1) of each 8-column chunk, values i, i + 1 (and i + 2, i + 3 for the
-    // row 8 below); the next chunk's are i + 4..i + 7. So values i..i+3 are two gates on two
-    // rows and i+4..i+7 their ups: two adjacent outputs per row, one 4-byte store each.
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(accumulators); i += 8) {
-      CUTLASS_PRAGMA_UNROLL
-      for (int r = 0; r < 4; r += 2) {
-        const auto gate_at = thread_coords(i + r);
-        const auto up_at = thread_coords(i + r + 4);
-        const int m = get<0>(gate_at);
-        const int n = get<1>(gate_at);
-        if (get<1>(up_at) != n + 8 || get<0>(up_at) != m || (n & 1) || (n & 15) >= 8 ||
-            get<1>(thread_coords(i + r + 1)) != n + 1) {
-          __trap();
-        }
-        if (m < m_size && n < n2_size) {
-          const int feature = (n / 16) * 8 + (n & 7);
-          *reinterpret_cast<uint32_t*>(params.ptr_out + static_cast<int64_t>(m) * params.ldo +
-                                       feature) =
-              packed(gated(accumulators(i + r), accumulators(i + r + 4)),
-                     gated(accumulators(i + r + 1), accumulators(i + r + 5)));
-        }
-      }
-    }
+    // Groups of 8: columns 16g..16g+7 are gates 8g..8g+7 and 16g+8..16g+15 their ups, so each
+    // pair of adjacent gates comes with its ups: two adjacent outputs, one 4-byte store.
+    for_each_pair(thread_coords, accumulators, m_size, n2_size,
+                  [&](int m, int n, float g0, float g1, float u0, float u1) {
+                    const int feature = (n / 16) * 8 + (n & 7);
+                    *reinterpret_cast<uint32_t*>(params.ptr_out +
+                                                 static_cast<int64_t>(m) * params.ldo + feature) =
+                        packed(gated(g0, u0), gated(g1, u1));
+                  });
 #else
     // Groups of 8, and each quad of lanes (which holds the 8 columns of a chunk, two each)
     // trades its gated pairs so that lane q ends up with all 8 outputs of chunk pair q of every
