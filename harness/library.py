@@ -45,14 +45,8 @@ from kernels.problem import Family, Problem
 # (torch's Linear is x @ W.T: layout NT).
 DEFAULT_CLASSES = ("matmul/bf16/NN", "matmul/bf16/NT", "matmul/fp16/NN", "matmul/fp16/NT")
 # A shape every library point of the op accepts: builds do not depend on it, renders name it.
-# swiglu_gate's and qkv_rotary's libraries are their CUTLASS families', for the "i8" layouts
-# (`--classes swiglu_gate/bf16/i8,qkv_rotary/bf16/i8+bias`): their C++ takes the heads at run
-# time, so one build serves every model's.
-REPRESENTATIVE_SHAPE = {
-    "matmul": (4096, 4096, 4096),
-    "swiglu_gate": (4096, 14336, 4096),
-    "qkv_rotary": (4096, 32, 8, 128, 4096),
-}
+# swiglu_gate's library is its CUTLASS family's, for layout i8 (`--classes swiglu_gate/bf16/i8`).
+REPRESENTATIVE_SHAPE = {"matmul": (4096, 4096, 4096), "swiglu_gate": (4096, 14336, 4096)}
 
 
 @dataclass(frozen=True)
