@@ -125,8 +125,8 @@ DEFAULT_TILE = {
     "CLUSTER_N": 1,
     "SCHEDULE": "cooperative",
 }
-# Ping-pong tiles: each warpgroup's epilogue runs under the other's mainloop (the leaders where
-# K is long, swiglu_cutlass_probe_h200_tanh.json).
+# Ping-pong tiles: each warpgroup's epilogue runs under the other's mainloop (the leader at
+# 16384x2816x1024, a short K, in swiglu_cutlass_probe_h200_tanh.json).
 PINGPONG = {"TILE_N": 128, "SCHEDULE": "pingpong"}
 
 
