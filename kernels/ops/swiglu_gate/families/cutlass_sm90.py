@@ -4,12 +4,12 @@ configuration.
 
 The C++ (kernels/epilogue_gemm_sm90.cuh, then cutlass_sm90.cu beside this file, pasted into
 every candidate) runs the (M, 2N, K) GEMM with CUTLASS's warp-specialized TMA + wgmma mainloop
-and its own epilogue: each thread
-holds a gate column and its up column side by side (the interleave puts them 8 columns apart,
-where wgmma's accumulator layout gives both to one thread), so it writes silu(gate) * up
-straight from registers. The two (M, N) intermediates of two GEMMs never exist. Built with nvcc
-for sm_90a through `harness.cuda_ext.load_library` at import (cached by source + flags +
-headers + nvcc version), called through the C types the candidate declares (FUNCTIONS).
+and its own epilogue: each thread holds a gate column and its up column side by side (the
+interleave puts them 8 columns apart, where wgmma's accumulator layout gives both to one
+thread), so it writes silu(gate) * up straight from registers. The two (M, N) intermediates
+of two GEMMs never exist. Built with nvcc for sm_90a through `harness.cuda_ext.load_library`
+at import (cached by source + flags + headers + nvcc version), called through the C types the
+candidate declares (FUNCTIONS).
 
 Compile-time levers: tile (M, N, K; N counts interleaved columns), cluster, schedule
 (cooperative: two consumer warpgroups split a tile; ping-pong: each owns one and their
@@ -44,8 +44,6 @@ from kernels.epilogue_gemm import (
 )
 from kernels.ops.swiglu_gate.op import INTERLEAVED
 from kernels.problem import Problem
-
-CUDA_SOURCE = cuda_source(Path(__file__).with_name("cutlass_sm90.cu"))
 
 SOURCE = Path(__file__).with_name("cutlass_sm90.cu")
 CUDA_SOURCE = cuda_source(SOURCE)
