@@ -192,13 +192,14 @@ struct EpilogueGemm {
     return args;
   }
 
-  // Runs `args` on `stream`. Params (and their TMA descriptors) depend only on `key` (the
-  // call's pointers, sizes and strides): a call like the last one reuses them, which keeps
-  // the host's launch short (and a CUDA graph's capture plain). 0, or an error code with
+  // Runs the GEMM on `stream`. Params (and their TMA descriptors) depend only on `key` (the
+  // call's pointers, sizes and strides): a call like the last one reuses them, and only a new
+  // key calls make_arguments() to build them, which keeps the host's launch short (and a
+  // CUDA graph's capture plain). 0, or an error code with
   // g_error: 1 cannot implement (sizes, strides, alignment), 2 workspace too small,
   // 3 initialize failed, 4 launch failed.
-  template <class Key>
-  static int run(Key const& key, Arguments const& args, void* workspace,
+  template <class Key, class MakeArguments>
+  static int run(Key const& key, MakeArguments&& make_arguments, void* workspace,
                  int64_t workspace_bytes, void* stream) {
     static std::mutex mutex;
     static Gemm gemm;
@@ -208,6 +209,7 @@ struct EpilogueGemm {
     std::lock_guard<std::mutex> lock(mutex);
     if (!(has_last && std::memcmp(&key, &last, sizeof(Key)) == 0)) {
       has_last = false;
+      const Arguments args = make_arguments();
       if (Gemm::can_implement(args) != cutlass::Status::kSuccess) {
         return fail(1, "CUTLASS cannot implement this problem (sizes, strides or alignment)");
       }

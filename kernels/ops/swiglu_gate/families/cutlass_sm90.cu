@@ -173,9 +173,11 @@ int kf_swiglu(const void* x, const void* w, void* out, int m, int n, int k, int6
   int device = 0;
   cudaGetDevice(&device);
   const kf::SwigluKey key{x, w, out, m, n, k, device, ldx, ldw, ldo};
-  const auto args = kf::SwigluGemm::arguments(x, w, m, 2 * n, k, ldx, ldw,
-                                              {static_cast<Element*>(out), ldo});
-  return kf::SwigluGemm::run(key, args, workspace, workspace_bytes, stream);
+  const auto arguments = [&] {
+    return kf::SwigluGemm::arguments(x, w, m, 2 * n, k, ldx, ldw,
+                                     {static_cast<Element*>(out), ldo});
+  };
+  return kf::SwigluGemm::run(key, arguments, workspace, workspace_bytes, stream);
 }
 
 }  // extern "C"
