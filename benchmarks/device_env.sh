@@ -10,10 +10,16 @@
 #   .sandbox-bin/         bubblewrap for the sandbox, where the image has none (harness/tests/gpu_run.sh)
 rm -rf "$1" && cp -a . "$1" && cd "$1" || exit 1
 if ! python3 -c "import django, celery" 2>/dev/null; then
-    mkdir -p /tmp/site && tar -xJf .whl/site312.tar.xz -C /tmp/site || exit 1
-    for w in .whl/*.whl; do
-        [ -e "$w" ] && { python3 -m pip install -q --no-index --no-deps --target /tmp/site "$w" || exit 1; }
-    done
+    # Once per machine, under a lock: jobs started side by side (one per GPU) share /tmp/site.
+    (
+        flock 9
+        [ -e /tmp/site/.kf-ready ] && exit 0
+        mkdir -p /tmp/site && tar -xJf .whl/site312.tar.xz -C /tmp/site || exit 1
+        for w in .whl/*.whl; do
+            [ -e "$w" ] && { python3 -m pip install -q --no-index --no-deps --target /tmp/site "$w" || exit 1; }
+        done
+        touch /tmp/site/.kf-ready
+    ) 9>/tmp/site.lock || exit 1
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 if ! python3 -c "import ncu_report" 2>/dev/null && command -v ncu >/dev/null; then

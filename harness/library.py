@@ -46,6 +46,8 @@ from kernels.problem import Family, Problem
 DEFAULT_CLASSES = ("matmul/bf16/NN", "matmul/bf16/NT", "matmul/fp16/NN", "matmul/fp16/NT")
 # A shape every library point of the op accepts: builds do not depend on it, renders name it.
 # swiglu_gate's library is its CUTLASS family's, for layout i8 (`--classes swiglu_gate/bf16/i8`).
+# qkv_rotary's CUTLASS family has none: its "i8" layouts name the model's k/v heads, so a class
+# would be one model's; its candidates are built when a job asks for them.
 REPRESENTATIVE_SHAPE = {"matmul": (4096, 4096, 4096), "swiglu_gate": (4096, 14336, 4096)}
 
 

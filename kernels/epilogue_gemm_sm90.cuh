@@ -2,8 +2,8 @@
 // wgmma, warp-specialized, persistent), and the accumulators go to an operator-style epilogue
 // class (the shape of CUTLASS's DefaultEpilogue, run through Sm90TmaWarpSpecializedAdapter)
 // that computes from them in registers and stores the op's output. The ops that pair two
-// weight rows per output (swiglu_gate's gate and up) lay the rows out 8 apart (their "i8"
-// layouts), where wgmma's accumulator gives both to one thread (for_each_pair).
+// weight rows per output (swiglu_gate's gate and up, qkv_rotary's two halves of a head) lay the
+// rows out 8 apart (their "i8" layouts), where wgmma's accumulator gives both to one thread.
 //
 // An op's .cu follows this text in one translation unit (kernels/epilogue_gemm.py pastes them
 // together): it defines its epilogue class and its extern "C" entry points, and runs the GEMM

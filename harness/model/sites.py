@@ -16,7 +16,9 @@ every node's module call in `meta["nn_module_stack"]` (a module called twice get
                  outputs are viewed as heads, two of them (q, k) then rotated: by one rotary
                  module call each, or by rotate-half written out in forward on the view or
                  its (b, heads, t, D) transpose, with cos/sin the model's own tables or
-                 computed in forward as HF's rotary embedding does (rotation.py)
+                 computed in forward as HF's rotary embedding does (rotation.py); prefill
+                 with parameter weights takes them as one interleaved weight (and bias),
+                 layout i8[+bias]+kv_heads=<n>, made when the site is rewritten
     decode_attention  scaled_dot_product_attention of T queries against S >= T keys whose
                  mask is the model's own bool buffer (or a slice of one) that is causal from
                  the end (checked by value when the graph is captured), or no mask and T = 1;
@@ -58,7 +60,9 @@ from harness.model.classify import (
 from harness.model.graph_ops import MUL
 from harness.model.graph_ops import calls as _is
 from harness.model.rotation import Rotation
+from kernels.dual_gemm import SMALL_M
 from kernels.ops.matmul.op import TF32, is_tf32
+from kernels.ops.qkv_rotary import op as qkv_op
 from kernels.ops.qkv_rotary.op import BIAS
 from kernels.ops.swiglu_gate.op import GROUP as INTERLEAVE_GROUP
 from kernels.ops.swiglu_gate.op import INTERLEAVED, interleave
@@ -223,6 +227,11 @@ def _interleaved(w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
     return interleave(w_gate.detach(), w_up.detach())
 
 
+def _qkv_interleaved(d: int, *parts: torch.Tensor) -> torch.Tensor:
+    """q's, k's and v's weights (or biases) as the "i8" layouts' one tensor."""
+    return qkv_op.interleave_heads(torch.cat([t.detach() for t in parts]), d)
+
+
 def _call_swiglu_gate_interleaved(op, x, w):
     return (op([_rows(x), w]).view(*x.shape[:-1], w.shape[0] // 2),)
 
@@ -237,11 +246,20 @@ class Prepared:
     make: Callable[[], torch.Tensor]
 
 
-def _qkv_call(q_shape, k_shape, v_shape, *, transposed: bool = False, computed: bool = False):
+def _qkv_call(
+    q_shape,
+    k_shape,
+    v_shape,
+    *,
+    transposed: bool = False,
+    computed: bool = False,
+    interleaved: bool = False,
+):
     """The qkv_rotary call for one site: q and k as the rotations returned them (views of the
     op's output: (b, t, heads, D), or (b, heads, t, D) when the model rotated them transposed),
     v as its linear returned it. `computed`: cos and sin come as the model computed them in
-    forward, and become the op's per-token rows here, at each call."""
+    forward, and become the op's per-token rows here, at each call. `interleaved`: the "i8"
+    layouts' one weight (and bias) in place of three."""
 
     def token_major(shape):  # (b, heads, t, D) -> (b, t, heads, D): how the op's rows lie
         return (shape[0], shape[2], shape[1], *shape[3:]) if transposed else tuple(shape)
@@ -253,10 +271,13 @@ def _qkv_call(q_shape, k_shape, v_shape, *, transposed: bool = False, computed: 
     hq = math.prod(q_shape[1:]) // (q_shape[2] if transposed else q_shape[1])
     hk = math.prod(k_shape[1:]) // (k_shape[2] if transposed else k_shape[1])
 
-    def call(op, x, w_q, w_k, w_v, cos, sin, *biases):  # biases: the "+bias" layout's
+    weights = 1 if interleaved else 3
+
+    def call(op, x, *rest):  # weights, cos, sin, then the "+bias" layouts' biases
+        cos, sin = rest[weights : weights + 2]
         if computed:
             cos, sin = (rotation.per_token_rows(t, q_shape, transposed) for t in (cos, sin))
-        out = op([_rows(x), w_q, w_k, w_v, cos, sin, *biases])
+        out = op([_rows(x), *rest[:weights], cos, sin, *rest[weights + 2 :]])
         q = heads(out[:, :hq], q_shape)
         k = heads(out[:, hq : hq + hk], k_shape)
         v = out[:, hq + hk :].view(v_shape)
@@ -623,29 +644,48 @@ def _qkv_sites(g: _Graph, linears, regions: list[_Region]) -> list[Site]:
         if not same or (q_rot.transposed, q_rot.computed) != (k_rot.transposed, k_rot.computed):
             continue
         m, n_q, k = pq.shape
-        problem, _ = validated(
-            "qkv_rotary", (m, n_q // d, pk.shape[1] // d, d, k), pq.dtype, BIAS if biased else ""
-        )
+        shape = (m, n_q // d, pk.shape[1] // d, d, k)
         q_shape, k_shape = g.shape(q_rot.out), g.shape(k_rot.out)
-        if problem is None or q_shape is None or k_shape is None:
+        if q_shape is None or k_shape is None:
             continue
+        params = [g.parameter(n) for n in (q_lin.args[1], k_lin.args[1], v_lin.args[1])]
+        params += [g.parameter(b) for b in bias_inputs]
+        tensors = [t for t in params if t is not None]
+        interleaved = len(tensors) == len(params) and m > SMALL_M and d % (2 * qkv_op.GROUP) == 0
+        inputs: tuple
+        if interleaved:
+            # Prefill with constant weights: one interleaved (N, K) matrix (and bias), which the
+            # CUTLASS family rotates in one GEMM (kernels/ops/qkv_rotary, layouts "i8"). A few
+            # rows (decode) keep the three weights, which the dual family streams.
+            layout = qkv_op.interleaved_layout(shape[2], bias=biased)
+            w_i8 = Prepared(partial(_qkv_interleaved, d, *tensors[:3]))
+            b_i8 = (Prepared(partial(_qkv_interleaved, d, *tensors[3:])),) if biased else ()
+            inputs = (x, w_i8, q_rot.cos, q_rot.sin, *b_i8)
+        else:
+            layout = BIAS if biased else ""
+            inputs = (x, q_lin.args[1], k_lin.args[1], v_lin.args[1], q_rot.cos, q_rot.sin)
+            inputs += bias_inputs
+        problem, _ = validated("qkv_rotary", shape, pq.dtype, layout)
+        if problem is None:
+            continue
+        call = _qkv_call(
+            q_shape,
+            k_shape,
+            g.shape(v_lin),
+            transposed=q_rot.transposed,
+            computed=q_rot.computed,
+            interleaved=interleaved,
+        )
         sites.append(
             Site(
                 "qkv_rotary",
                 problem,
                 (_where(q_lin), _where(k_lin), _where(v_lin)),
                 (pq.key, pk.key, pv.key),
-                (x, q_lin.args[1], k_lin.args[1], v_lin.args[1], q_rot.cos, q_rot.sin)
-                + bias_inputs,
+                inputs,
                 (q_rot.out, k_rot.out, v_lin),
                 frozenset({q_lin, k_lin, v_lin, q_view, k_view}) | q_rot.nodes | k_rot.nodes,
-                _qkv_call(
-                    q_shape,
-                    k_shape,
-                    g.shape(v_lin),
-                    transposed=q_rot.transposed,
-                    computed=q_rot.computed,
-                ),
+                call,
             )
         )
     return sites

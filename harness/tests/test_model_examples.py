@@ -77,8 +77,10 @@ def test_the_decode_example_profiles_with_its_fusion_sites_and_plans_them():
     ("name", "expected"),
     [
         # GQA with biased q/k/v (k/v narrower than q) and rotate-half written out on the
-        # transposed heads: one qkv_rotary "+bias" fusion; SwiGLU found as its fusion.
-        ("qwen2_block", {"swiglu_gate/64x1024x256/bf16/i8", "qkv_rotary/64x4x2x64x256/bf16/+bias",
+        # transposed heads: one qkv_rotary fusion (its weights and biases interleaved as one);
+        # SwiGLU found as its fusion.
+        ("qwen2_block", {"swiglu_gate/64x1024x256/bf16/i8",
+                         "qkv_rotary/64x4x2x64x256/bf16/i8+bias+kv_heads=2",
                          "matmul/64x256x256/bf16/NT", "rmsnorm/64x256/bf16"}),
         # Parallel attention and MLP off one LayerNorm; the MLP's GEMMs carry biases, the
         # first its GELU too (one GEMM with a bias+GELU epilogue).

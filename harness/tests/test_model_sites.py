@@ -19,6 +19,7 @@ from harness.model.classify import plan_groups
 from harness.model.sites import Prepared
 from harness.model.substitute import Substituting, compile_options
 from harness.results import DeviceInfo
+from kernels.ops.qkv_rotary.op import interleave_heads
 from kernels.ops.swiglu_gate.op import interleave
 from kernels.problem import Problem
 
@@ -111,6 +112,25 @@ def test_biased_q_k_v_projections_are_one_qkv_rotary_site_with_their_biases():
     qkv, _ = [s for s in sites if s.kind == "qkv_rotary"]  # one a layer
     assert qkv.key == "qkv_rotary/8x4x4x64x256/bf16/+bias"
     assert qkv.covers == ("matmul/8x256x256/bf16/NT+bias",) * 3
+    _, rel = _rewritten(model, inputs, sites)
+    assert kernel_ops.hits[qkv.key] >= 1 and rel < 2e-2
+
+
+def test_prefill_q_k_v_with_constant_weights_take_one_interleaved_weight():
+    """Layout "i8+bias" (Qwen2's q/k/v with biases, 64 tokens): the three weights and biases as
+    one interleaved matrix and vector, made only when a kernel takes the site's place; a
+    decode step (8 rows, above) keeps the three weights the dual family streams."""
+    model, inputs = _example("qwen2_block")
+    sites = _sites(model, inputs)
+    (qkv,) = [s for s in sites if s.kind == "qkv_rotary"]
+    assert qkv.key == "qkv_rotary/64x4x2x64x256/bf16/i8+bias+kv_heads=2"
+    _, w, _, _, b = qkv.inputs
+    assert isinstance(w, Prepared) and isinstance(b, Prepared)
+    attn = model.self_attn
+    projections = [attn.q_proj, attn.k_proj, attn.v_proj]
+    want = torch.cat([p.weight for p in projections])
+    assert torch.equal(w.make(), interleave_heads(want, 64))
+    assert torch.equal(b.make(), interleave_heads(torch.cat([p.bias for p in projections]), 64))
     _, rel = _rewritten(model, inputs, sites)
     assert kernel_ops.hits[qkv.key] >= 1 and rel < 2e-2
 

@@ -136,6 +136,7 @@ def test_every_cuda_family_builds_at_import_where_the_compile_children_build(mon
     problems = {
         "matmul": parse_problem("matmul", "2048x2048x2048", "bf16", "NN"),
         "swiglu_gate": parse_problem("swiglu_gate", "2048x2816x1024", "bf16", "i8"),
+        "qkv_rotary": parse_problem("qkv_rotary", "2048x16x16x64x1024", "bf16", "i8+kv_heads=16"),
     }
     families = [
         f for op in kernels.all_ops().values() for f in op.families() if f.backend == "cuda"

@@ -11,6 +11,18 @@ kernels/ops/rotary: y[:D/2] = x1 cos - x2 sin, y[D/2:] = x2 cos + x1 sin per hea
 Layout "+bias": the three projections have biases b_q (H*D,), b_k and b_v (HKV*D,), added
 before the rotation, as nn.Linear(bias=True) does (Qwen2's q/k/v projections).
 
+Layouts "i8+kv_heads=<HKV>" and "i8+bias+kv_heads=<HKV>" take the three weights as one (N, K)
+matrix, N = (H + 2*HKV) * D (w_q, w_k, w_v one after the other), with each head's two halves
+interleaved in groups of 8 rows (`interleave_heads`; D a multiple of 16), and the biases as one
+(N,) vector in the same order. The layout names the k/v heads because the inputs cannot: which
+rows are v's (the last HKV heads, not rotated) is then the layout's, so one PyTorch fallback per
+layout serves every token count (a download package's). A model's weights are constant, so
+that is a one-time copy at load time, and the three projections become one GEMM whose tiles
+hold each rotary pair's two columns side by side: the CUTLASS family rotates them in its
+register epilogue (families/cutlass_sm90.cu). The output is the same for every layout. The
+baseline is that one GEMM with PyTorch (F.linear) and the rotation as a second pass, what a
+model with a concatenated q/k/v weight runs.
+
 Fused, x is read once for the three products, and q and k are rotated before they are first
 written, instead of written, read, rotated and written again.
 """
@@ -18,16 +30,63 @@ written, instead of written, read, rotated and written again.
 from __future__ import annotations
 
 import math
+import re
 
 import torch
 
 from kernels.problem import Op, OutputSpec, ProblemError, Tolerance
 
 BIAS = "+bias"
+INTERLEAVED = "i8"
+GROUP = 8  # rows of a head's first half, then the same rows of its second half
+_INTERLEAVED_LAYOUT = re.compile(r"i8(\+bias)?\+kv_heads=([1-9][0-9]*)")
+
+
+def interleaved_layout(kv_heads: int, *, bias: bool) -> str:
+    """The "i8" layout of a problem with `kv_heads` k/v heads: "i8[+bias]+kv_heads=<n>"."""
+    return f"{INTERLEAVED}{BIAS if bias else ''}+kv_heads={kv_heads}"
 
 
 def has_bias(problem) -> bool:
-    return problem.layout == BIAS
+    return BIAS in problem.layout
+
+
+def is_interleaved(problem) -> bool:
+    return problem.layout.startswith(INTERLEAVED)
+
+
+def interleave_heads(t: torch.Tensor, head_dim: int, group: int = GROUP) -> torch.Tensor:
+    """Rows (dim 0) of t, heads of `head_dim` rows each, with each head's halves interleaved:
+    `group` rows of the first half, then the same rows of the second half, and so on."""
+    rest = t.shape[1:]
+    halves = t.reshape(-1, 2, head_dim // (2 * group), group, *rest)
+    return halves.transpose(1, 2).reshape(t.shape).contiguous()
+
+
+def deinterleave_heads(t: torch.Tensor, head_dim: int, group: int = GROUP) -> torch.Tensor:
+    """The inverse of `interleave_heads`."""
+    rest = t.shape[1:]
+    pairs = t.reshape(-1, head_dim // (2 * group), 2, group, *rest)
+    return pairs.transpose(1, 2).reshape(t.shape).contiguous()
+
+
+def to_interleaved(problem, inputs: tuple) -> tuple:
+    """The standard layout's inputs (x, w_q, w_k, w_v, cos, sin, *biases) as the "i8" layout's
+    (x, w, cos, sin, *bias)."""
+    d = problem.shape[3]
+    x, w_q, w_k, w_v, cos, sin, *biases = inputs
+    w = interleave_heads(torch.cat([w_q, w_k, w_v]), d)
+    return (x, w, cos, sin) + ((interleave_heads(torch.cat(biases), d),) if biases else ())
+
+
+def from_interleaved(problem, inputs: tuple) -> tuple:
+    """The "i8" layout's inputs as the standard layout's (the inverse of `to_interleaved`)."""
+    _, h, hkv, d, _ = problem.shape
+    x, w, cos, sin, *bias = inputs
+    sizes = [h * d, hkv * d, hkv * d]
+    weights = deinterleave_heads(w, d).split(sizes)
+    biases = deinterleave_heads(bias[0], d).split(sizes) if bias else ()
+    return (x, *weights, cos, sin, *biases)
 
 
 def rotate_half(y: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -45,13 +104,43 @@ class QkvRotaryOp(Op):
     layouts = ("", BIAS)
     description = "q/k/v projections in one GEMM, rotary embedding of q and k in the epilogue"
 
+    def layout_note(self):
+        return (
+            "i8[+bias]+kv_heads=<HKV>: the three weights (and biases) as one, each head's "
+            "halves interleaved in groups of 8 rows"
+        )
+
+    def layout_error(self, layout):
+        if layout in self.layouts or _INTERLEAVED_LAYOUT.fullmatch(layout):
+            return None
+        return (
+            f"{self.name} takes no layout, +bias, i8+kv_heads=<HKV> or i8+bias+kv_heads=<HKV>, "
+            f"not {layout!r}"
+        )
+
     def validate(self, problem):
         super().validate(problem)
-        if problem.shape[3] % 2:
-            raise ProblemError(f"D={problem.shape[3]}: the head dim must be even")
+        _, _, hkv, d, _ = problem.shape
+        if d % 2:
+            raise ProblemError(f"D={d}: the head dim must be even")
+        if is_interleaved(problem) and problem.layout != interleaved_layout(
+            hkv, bias=has_bias(problem)
+        ):
+            raise ProblemError(
+                f"layout {problem.layout} names other k/v heads than the shape's HKV={hkv}"
+            )
+        if is_interleaved(problem) and d % (2 * GROUP):
+            raise ProblemError(
+                f"layout {problem.layout} interleaves groups of {GROUP} rows of each half-head: "
+                f"D={d} must be a multiple of {2 * GROUP}"
+            )
 
     def input_shapes(self, problem):
         m, h, hkv, d, k = problem.shape
+        if is_interleaved(problem):
+            n = (h + 2 * hkv) * d
+            shapes = [(m, k), (n, k), (m, d // 2), (m, d // 2)]
+            return shapes + [(n,)] if has_bias(problem) else shapes
         shapes = [(m, k), (h * d, k), (hkv * d, k), (hkv * d, k), (m, d // 2), (m, d // 2)]
         return shapes + [(h * d,), (hkv * d,), (hkv * d,)] if has_bias(problem) else shapes
 
@@ -60,6 +149,11 @@ class QkvRotaryOp(Op):
         return OutputSpec((m, (h + 2 * hkv) * d), problem.torch_dtype)
 
     def make_inputs(self, problem, *, seed, device):
+        inputs = self._standard_inputs(problem, seed=seed, device=device)
+        return to_interleaved(problem, inputs) if is_interleaved(problem) else inputs
+
+    def _standard_inputs(self, problem, *, seed, device):
+        """The "" / "+bias" layouts' inputs (the "i8" layouts' are the same, interleaved)."""
         gen = torch.Generator(device=device).manual_seed(seed)
         m, h, hkv, d, k = problem.shape
         dtype = problem.torch_dtype
@@ -85,7 +179,8 @@ class QkvRotaryOp(Op):
         return inputs + (randn((h * d,), 1.0), randn((hkv * d,), 1.0), randn((hkv * d,), 1.0))
 
     def adversarial_inputs(self, problem, *, seed, device):
-        x, wq, wk, wv, cos, sin, *biases = self.make_inputs(problem, seed=seed, device=device)
+        standard = self._standard_inputs(problem, seed=seed, device=device)
+        x, wq, wk, wv, cos, sin, *biases = standard
         gen = torch.Generator(device=device).manual_seed(seed + 5)
 
         def ints(t):  # 0/1 entries: exact sums, any slip in which row feeds which head shows
@@ -94,12 +189,18 @@ class QkvRotaryOp(Op):
         # Distinct weights per projection and per half-head, so a swapped q/k/v or a swapped
         # half is not hidden by symmetric inputs; cos = 0, sin = 1 is a pure swap of halves.
         swap = (torch.zeros_like(cos), torch.ones_like(sin))
-        return {
+        cases = {
             "zero_one": (ints(x), ints(wq), ints(wk), ints(wv), cos, sin, *map(ints, biases)),
             "swap_halves": (x, wq, wk, wv, *swap, *biases),
         }
+        if is_interleaved(problem):
+            return {name: to_interleaved(problem, case) for name, case in cases.items()}
+        return cases
 
-    def reference(self, problem, x, w_q, w_k, w_v, cos, sin, *biases):
+    def reference(self, problem, *inputs):
+        if is_interleaved(problem):
+            inputs = from_interleaved(problem, inputs)
+        x, w_q, w_k, w_v, cos, sin, *biases = inputs
         m, h, hkv, d, _ = problem.shape
         x = x.double()
         cos, sin = cos.double(), sin.double()
@@ -109,13 +210,34 @@ class QkvRotaryOp(Op):
         v = x @ w_v.double().T + b_v
         return torch.cat([q.reshape(m, -1), k.reshape(m, -1), v], dim=1)
 
-    def baseline(self, problem, x, w_q, w_k, w_v, cos, sin, *biases, out):
+    def baseline(self, problem, *inputs, out):
+        if is_interleaved(problem):
+            self._interleaved_baseline(problem, *inputs, out=out)
+            return
+        x, w_q, w_k, w_v, cos, sin, *biases = inputs
         m, h, hkv, d, _ = problem.shape
         b_q, b_k, b_v = biases or (None, None, None)
         linear = torch.nn.functional.linear
         q = rotate_half(linear(x, w_q, b_q).view(m, h, d), cos, sin)
         k = rotate_half(linear(x, w_k, b_k).view(m, hkv, d), cos, sin)
         torch.cat([q.reshape(m, -1), k.reshape(m, -1), linear(x, w_v, b_v)], dim=1, out=out)
+
+    def _interleaved_baseline(self, problem, x, w, cos, sin, *bias, out):
+        """One GEMM over the interleaved weight, then the rotation as a pass over its output."""
+        m, h, hkv, d, _ = problem.shape
+        y = torch.nn.functional.linear(x, w, bias[0] if bias else None)
+        # (row, head, group, half, 8): columns 16g..16g+7 of a head are its first half's
+        # 8g..8g+7, the next 8 its second half's.
+        pairs = y.view(m, h + 2 * hkv, d // (2 * GROUP), 2, GROUP)
+        first = pairs[:, :, :, 0].reshape(m, h + 2 * hkv, d // 2)
+        second = pairs[:, :, :, 1].reshape(m, h + 2 * hkv, d // 2)
+        halves = out.view(m, h + 2 * hkv, 2, d // 2)
+        c, s_ = cos[:, None, :], sin[:, None, :]
+        rotated = slice(0, h + hkv)
+        halves[:, rotated, 0] = first[:, rotated] * c - second[:, rotated] * s_
+        halves[:, rotated, 1] = second[:, rotated] * c + first[:, rotated] * s_
+        halves[:, h + hkv :, 0] = first[:, h + hkv :]
+        halves[:, h + hkv :, 1] = second[:, h + hkv :]
 
     def flops(self, problem):
         m, h, hkv, d, k = problem.shape
@@ -139,10 +261,13 @@ class QkvRotaryOp(Op):
 
     def sweep(self, problem):
         m, h, hkv, d, k = problem.shape
+        # An interleaved weight is one matrix of the model's heads: which of its rows are q's,
+        # k's and v's is the problem's (H, HKV, D), so its sweep varies tokens and K only.
+        heads = [(h, hkv, d)] * 3 if is_interleaved(problem) else [(1, 1, 2), (2, 1, 6), (3, 3, 16)]
         shapes = [
-            (1, 1, 1, 2, 1),
-            (3, 2, 1, 6, 7),  # odd sizes, D/2 = 3 below any tile, GQA
-            (17, 3, 3, 16, 65),
+            (1, *heads[0], 1),
+            (3, *heads[1], 7),  # odd sizes, D/2 below any tile, GQA
+            (17, *heads[2], 65),
             (1, h, hkv, d, k),  # a decode row against the workload's weights
             (max(1, m - 1), h, hkv, d, k + 3),  # odd M, unaligned K
             (m, h, hkv, d, k),

@@ -44,11 +44,13 @@ SMALL = {
     "qkv_rotary": ["3x4x2x6x40"],
     "decode_attention": ["1x2x3x7x16", "2x3x1x5x16"],
 }
-# Layouts beyond op.layouts (free-form ones): each must reach its fallback too.
-MORE_LAYOUTS = {
-    "rmsnorm": ["eps=1e-05"],
-    "layernorm": ["eps=1e-06"],
-    "decode_attention": ["kv_heads=1"],
+# Layouts beyond op.layouts (free-form ones): each must reach its fallback too, at SMALL's
+# shapes or at its own (qkv_rotary's interleave takes whole 16-row groups of a head).
+MORE_LAYOUTS: dict[str, dict[str, list[str] | None]] = {
+    "rmsnorm": {"eps=1e-05": None},
+    "layernorm": {"eps=1e-06": None},
+    "decode_attention": {"kv_heads=1": None},
+    "qkv_rotary": {"i8+kv_heads=2": ["3x4x2x16x40"], "i8+bias+kv_heads=1": ["5x3x1x32x24"]},
 }
 
 
@@ -57,8 +59,9 @@ def test_each_fallback_computes_what_the_ops_reference_computes(op_name):
     fallbacks = load_fallbacks()
     op = kernels.get_op(op_name)
     assert set(SMALL) == set(kernels.all_ops()), "a new op needs a fallback in the package"
-    for layout in [*op.layouts, *MORE_LAYOUTS.get(op_name, [])]:
-        for shape in SMALL[op_name]:
+    layouts = {layout: None for layout in op.layouts} | MORE_LAYOUTS.get(op_name, {})
+    for layout, shapes in layouts.items():
+        for shape in shapes or SMALL[op_name]:
             dtype = "fp32" if "fp32" in op.dtypes else "fp16"
             if op_name == "matmul":  # an fp32 matmul is a TF32 one (kernels/ops/matmul)
                 layout = layout.removesuffix("+tf32") + "+tf32"

@@ -161,7 +161,9 @@ def test_an_op_without_a_base_layout_takes_none_or_its_extras():
     assert row.key == "qkv_rotary/8x4x2x64x256/bf16/+bias"
     [row] = parse("op,shape,dtype\nqkv_rotary,8x4x2x64x256,bf16\n")
     assert row.layout == ""
+    [row] = parse("op,shape,dtype,layout\nqkv_rotary,64x4x2x64x256,bf16,i8+bias+kv_heads=2\n")
+    assert row.key == "qkv_rotary/64x4x2x64x256/bf16/i8+bias+kv_heads=2"
     help_rows = {h.name: h.layouts for h in op_help()}
-    assert help_rows["qkv_rotary"] == "none, +bias"
+    assert help_rows["qkv_rotary"].startswith("none, +bias (i8[+bias]+kv_heads=<HKV>: ")
     assert help_rows["softmax"] == "—"
     assert "(each also with +bias" in help_rows["matmul"]

@@ -1,5 +1,6 @@
 """The qkv_rotary kernel families."""
 
+from kernels.ops.qkv_rotary.families.cutlass_sm90 import CutlassSm90QkvRotary
 from kernels.ops.qkv_rotary.families.dual import DualQkvRotary
 
-FAMILIES = (DualQkvRotary(),)
+FAMILIES = (DualQkvRotary(), CutlassSm90QkvRotary())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kernels.dual_gemm import DualGemmFamily
 from kernels.ops.matmul.families import snippets
-from kernels.ops.qkv_rotary.op import has_bias
+from kernels.ops.qkv_rotary.op import BIAS, has_bias
 from kernels.render import FAST_LAUNCH, render_module
 
 KERNEL = """
@@ -112,6 +112,7 @@ def run(x, w_q, w_k, w_v, cos, sin, *biases, out):
 class DualQkvRotary(DualGemmFamily):
     name = "qkv_rotary_dual"
     op = "qkv_rotary"
+    layouts = ("", BIAS)  # three weights as the model has them (the "i8" ones are CUTLASS's)
     description = "q/k/v heads' two halves as two accumulators, rotary in the epilogue"
 
     def render(self, problem, params):

@@ -1,0 +1,161 @@
+"""qkv_rotary_cutlass_sm90: the q, k and v projections as one CUTLASS 3.x Hopper GEMM over the
+interleaved weight (layouts "i8+kv_heads=<n>", "i8+bias+kv_heads=<n>"), bias and rotary embedding in a register
+epilogue; one shared library per configuration.
+
+The C++ (kernels/epilogue_gemm_sm90.cuh, then cutlass_sm90.cu beside this file, pasted into
+every candidate) runs the (M, (H + 2 HKV) D, K) GEMM with CUTLASS's warp-specialized TMA +
+wgmma mainloop and its own epilogue: the interleave puts each rotary pair's two columns (j and
+D/2 + j of a head) 8 columns apart, where wgmma's accumulator layout gives both to one thread,
+so it adds the bias, rotates q's and k's heads with the token's cos/sin and stores every head
+in its natural order, straight from registers. Compiled, PyTorch runs the projections as three
+GEMMs and the rotation (and the layout attention wants) as passes over their outputs.
+
+Which of the weight's rows are q's, k's and v's is the problem's (H, HKV, D): a candidate is
+rendered with H and HKV as constants (the op's sweep keeps them). The alignment rule is the
+swiglu family's: K a multiple of 8 elements (TMA), else run() zero-pads K into aligned copies,
+a correctness path for odd sweep shapes that check() refuses for a problem's own shape.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kernels.dual_gemm import SMALL_M
+from kernels.epilogue_gemm import (
+    DEFAULT_TILE,
+    PINGPONG,
+    TILE_CHOICES,
+    EpilogueGemmFamily,
+    candidate_template,
+    cuda_source,
+)
+from kernels.ops.qkv_rotary.op import INTERLEAVED
+from kernels.problem import Problem
+
+SOURCE = Path(__file__).with_name("cutlass_sm90.cu")
+CUDA_SOURCE = cuda_source(SOURCE)
+
+# The candidate after kernels/epilogue_gemm.py's CANDIDATE_HEAD.
+OP_PART = '''
+LIBRARY = CudaLibrary("kf_qkv_rotary_cutlass_sm90", CUDA_SOURCE, tile_flags(), headers=(CUTLASS,))
+ABI_VERSION = 1
+
+# The C prototypes in CUDA_SOURCE, as the harness binds them ("tensor": the tensor's address).
+FUNCTIONS = {
+    "kf_abi_version": CFunction("int"),
+    "kf_qkv_rotary": CFunction(
+        "int",
+        ("tensor",) * 6  # x, w (interleaved), bias (or none), cos, sin, out
+        + ("int",) * 5  # m, n, k, head_dim, rotated columns
+        + ("int64_t",) * 4  # row strides of x, w, cos and sin, out
+        + ("tensor", "int64_t", "void*"),  # workspace, its bytes, the CUDA stream
+    ),
+    "kf_workspace_size": CFunction("int64_t", ("int",) * 3),
+    "kf_last_error": CFunction("const char*"),
+    "kf_describe": CFunction("const char*"),
+}
+
+# Built (or loaded from the compile cache) at import, so a precompile builds it ahead.
+_LIB = checked(load_library(LIBRARY, FUNCTIONS), ABI_VERSION)
+
+
+def _aligned(t, align):
+    """Contiguous along its last dim, `align` elements per access: sizes and strides multiples
+    of it, the address of 2 * align bytes (fp16/bf16)."""
+    return (
+        t.stride(-1) == 1
+        and all(s % align == 0 for s in t.stride()[:-1])
+        and t.shape[-1] % align == 0
+        and t.data_ptr() % (2 * align) == 0
+    )
+
+
+def fast_path_blocker(x, w, cos, sin, bias, out):
+    """Why these tensors cannot go straight to the kernel (None when they can): TMA reads x
+    and w in 16-byte rows; the epilogue reads cos, sin and the bias and writes out in pairs."""
+    wanted = [("x", x, ALIGN), ("w", w, ALIGN), ("cos", cos, 2), ("sin", sin, 2), ("out", out, 2)]
+    for name, t, align in wanted + ([("bias", bias, 2)] if bias is not None else []):
+        if not _aligned(t, align):
+            return f"{name} {tuple(t.shape)} stride {t.stride()}: not aligned for the kernel"
+    return None
+
+
+def _launch(x, w, cos, sin, bias, out):
+    m, n = out.shape
+    k = x.shape[1]
+    head_dim = 2 * cos.shape[1]
+    ws_bytes, ws = workspace(_LIB, m, n, k, out.device)
+    code = _LIB.kf_qkv_rotary(
+        x, w, bias, cos, sin, out, m, n, k, head_dim, (HEADS + KV_HEADS) * head_dim,
+        x.stride(0), w.stride(0), cos.stride(0), out.stride(0),
+        ws, ws_bytes, torch.cuda.current_stream(out.device).cuda_stream,
+    )
+    if code:
+        raise RuntimeError(f"kf_qkv_rotary_cutlass_sm90: {_LIB.kf_last_error()} (code {code})")
+
+
+def _run_padded(x, w, cos, sin, bias, out):
+    """Correctness path for strides or a K that TMA cannot take: x and w zero-padded to whole
+    16-byte rows, aligned copies of the rest, the same kernel."""
+    m, n = out.shape
+    kp = -(-x.shape[1] // ALIGN) * ALIGN
+    tables = [t.contiguous().clone() for t in (cos, sin)]
+    bias_p = None if bias is None else bias.contiguous().clone()
+    out_p = torch.empty(m, n, dtype=out.dtype, device=out.device)
+    _launch(padded(x, m, kp), padded(w, w.shape[0], kp), *tables, bias_p, out_p)
+    out.copy_(out_p)
+
+
+def run(x, w, cos, sin, *bias, out):
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[DTYPE]
+    if any(t.dtype != dtype for t in (x, w, cos, sin, out, *bias)):
+        raise TypeError(f"this candidate is built for {DTYPE} tensors only")
+    if not out.is_cuda:
+        raise RuntimeError("qkv_rotary_cutlass_sm90 runs on CUDA tensors only (an sm_90 GPU)")
+    if out.shape[1] != (HEADS + 2 * KV_HEADS) * 2 * cos.shape[1]:
+        raise ValueError(f"built for {HEADS} q heads and {KV_HEADS} k/v heads: out {out.shape}")
+    b = bias[0] if bias else None
+    with torch.cuda.device(out.device):
+        if fast_path_blocker(x, w, cos, sin, b, out) is None:
+            _launch(x, w, cos, sin, b, out)
+        else:
+            _run_padded(x, w, cos, sin, b, out)
+'''
+
+
+class CutlassSm90QkvRotary(EpilogueGemmFamily):
+    name = "qkv_rotary_cutlass_sm90"
+    op = "qkv_rotary"
+    layouts = ("i8+kv_heads=<n>", "i8+bias+kv_heads=<n>")
+    description = (
+        "one CUTLASS 3.x Hopper GEMM over the interleaved q/k/v weight (TMA + wgmma, "
+        "warp-specialized), bias and rotary in a register epilogue"
+    )
+    build_params = tuple(TILE_CHOICES)
+
+    def serves(self, layout: str) -> bool:
+        return layout.startswith(INTERLEAVED)
+
+    def template(self) -> str:
+        return candidate_template(OP_PART, SOURCE)
+
+    def default(self, problem: Problem) -> dict[str, Any]:
+        return dict(DEFAULT_TILE)
+
+    def starting_points(self, problem: Problem) -> list[dict[str, Any]]:
+        """The swiglu family's leaders (the same GEMM, a lighter epilogue). None for a few
+        rows (decode), where the dual family streams the weights."""
+        if problem.shape[0] <= SMALL_M:
+            return []
+        changes: list[dict[str, Any]] = [
+            {},
+            PINGPONG,
+            {"TILE_M": 64, "CLUSTER_M": 1, "SCHEDULE": "pingpong"},
+        ]
+        points = [{**self.default(problem), **c} for c in changes]
+        return [p for p in points if self.check(problem, p) is None]
+
+    def fixed(self, problem: Problem) -> dict[str, Any]:
+        _, h, hkv, _, _ = problem.shape
+        return {**super().fixed(problem), "HEADS": h, "KV_HEADS": hkv}

@@ -1,0 +1,227 @@
+"""qkv_rotary's layouts "i8+kv_heads=<n>" / "i8+bias+kv_heads=<n>" and its CUTLASS family on
+the CPU: the head interleave, the op's reference and baseline for them, check() rules, rendering, the nvcc flags, the
+declared C signatures against the C prototypes and the padded correctness path. The library is
+the GPU edge: a stand-in object takes its place here; the GPU test at the end builds and runs
+the real one."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import types
+
+import pytest
+import torch
+
+from kernels import get_op
+from kernels.ops.matmul.families.cutlass_sm90 import CUTLASS_PIN
+from kernels.ops.qkv_rotary.families.cutlass_sm90 import (
+    CUDA_SOURCE,
+    CutlassSm90QkvRotary,
+)
+from kernels.ops.qkv_rotary.op import (
+    deinterleave_heads,
+    from_interleaved,
+    interleave_heads,
+    interleaved_layout,
+    to_interleaved,
+)
+from kernels.problem import Problem, ProblemError
+from kernels.tests.test_cutlass_family import (
+    assert_declared_as_in_c,
+    fake_library,
+    fake_loader,
+)
+
+FAMILY = CutlassSm90QkvRotary()
+OP = get_op("qkv_rotary")
+
+
+def problem(shape=(256, 4, 2, 64, 512), layout="i8", dtype="bf16") -> Problem:
+    """layout "i8" / "i8+bias": the interleaved layout naming the shape's k/v heads."""
+    if layout.startswith("i8"):
+        layout = interleaved_layout(shape[2], bias=layout.endswith("+bias"))
+    return Problem("qkv_rotary", shape, dtype, layout)
+
+
+@pytest.fixture
+def load(monkeypatch):
+    return fake_loader(monkeypatch, FAMILY, fake_library("kf_qkv_rotary"))
+
+
+def test_the_head_interleave_pairs_each_half_heads_rows_8_apart_and_round_trips():
+    d = 32
+    w = torch.arange(2 * d * 3, dtype=torch.float32).reshape(2 * d, 3)  # two heads
+    packed = interleave_heads(w, d)
+    for head in range(2):
+        for row in range(d):
+            group, within = divmod(row, 16)
+            source = group * 8 + within % 8 + (d // 2 if within >= 8 else 0)
+            assert torch.equal(packed[head * d + row], w[head * d + source])
+    assert torch.equal(deinterleave_heads(packed, d), w)
+    bias = torch.arange(2 * d, dtype=torch.float32)
+    assert torch.equal(interleave_heads(bias, d), packed[:, 0] / 3)
+
+
+@pytest.mark.parametrize("layout", ["i8", "i8+bias"])
+def test_the_i8_layouts_mean_what_the_standard_ones_do(layout):
+    prob = problem((5, 4, 2, 32, 24), layout)
+    standard = problem(prob.shape, layout.removeprefix("i8"))
+    inputs = OP.make_inputs(prob, seed=1, device="cpu")
+    assert [tuple(t.shape) for t in inputs] == [tuple(s) for s in OP.input_shapes(prob)]
+    same = OP.make_inputs(standard, seed=1, device="cpu")
+    assert all(torch.equal(a, b) for a, b in zip(from_interleaved(prob, inputs), same, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(to_interleaved(prob, same), inputs, strict=True))
+    assert torch.equal(OP.reference(prob, *inputs), OP.reference(standard, *same))
+
+
+@pytest.mark.parametrize("case", ["random", "zero_one", "swap_halves"])
+@pytest.mark.parametrize("layout", ["i8", "i8+bias"])
+def test_the_i8_baseline_is_the_standard_one_on_the_same_inputs(case, layout):
+    """One GEMM over the interleaved weight and a rotation pass over its columns compute what
+    the three projections and their rotations do (within a bf16 rounding)."""
+    prob = problem((5, 4, 2, 32, 24), layout)
+    standard = problem(prob.shape, layout.removeprefix("i8"))
+    inputs = (
+        OP.make_inputs(prob, seed=2, device="cpu")
+        if case == "random"
+        else OP.adversarial_inputs(prob, seed=3, device="cpu")[case]
+    )
+    out, want = (torch.empty(5, 8 * 32, dtype=torch.bfloat16) for _ in range(2))
+    OP.baseline(prob, *inputs, out=out)
+    OP.baseline(standard, *from_interleaved(prob, inputs), out=want)
+    torch.testing.assert_close(out, want, rtol=1e-2, atol=1e-2)
+    if case != "zero_one":  # there PyTorch's own roundings exceed the tolerance near zero
+        tol = OP.tolerance(prob)
+        torch.testing.assert_close(
+            out.double(), OP.reference(prob, *inputs), rtol=tol.rtol, atol=tol.atol
+        )
+
+
+@pytest.mark.parametrize(
+    ("layout", "error"),
+    [
+        ("i8", "not 'i8'"),
+        ("i8+bias", "not 'i8+bias'"),
+        ("i8+kv_heads=02", "i8+kv_heads=<HKV>"),
+        ("i8,kv_heads=2", "i8+kv_heads=<HKV>"),
+        ("i8+kv_heads=3", "other k/v heads than the shape's HKV=2"),
+        ("i8+bias+kv_heads=4", "other k/v heads than the shape's HKV=2"),
+    ],
+)
+def test_an_i8_layout_names_the_shapes_kv_heads(layout, error):
+    with pytest.raises(ProblemError, match=re.escape(error)):
+        OP.validate(Problem("qkv_rotary", (4, 4, 2, 32, 8), "bf16", layout))
+    OP.validate(Problem("qkv_rotary", (4, 4, 2, 32, 8), "bf16", "i8+bias+kv_heads=2"))
+
+
+def test_the_i8_layouts_take_whole_groups_and_keep_the_heads_in_their_sweep():
+    with pytest.raises(ProblemError, match="multiple of 16"):
+        OP.validate(problem((4, 2, 1, 24, 8)))
+    OP.validate(problem((4, 2, 1, 24, 8), ""))  # the standard layouts take any even D
+    prob = problem((33, 28, 4, 128, 3584))
+    assert {s.shape[1:4] for s in OP.sweep(prob)} == {(28, 4, 128)}
+
+
+def test_check_takes_only_the_interleaved_layouts_and_aligned_k():
+    assert "reads layout" in FAMILY.check(problem(layout="+bias"), FAMILY.default(problem()))
+    prob = problem((64, 4, 2, 64, 1027))
+    assert "padded fallback" in FAMILY.check(prob, FAMILY.default(prob))
+    assert FAMILY.check(problem(), FAMILY.default(problem())) is None
+    assert FAMILY.starting_points(problem()) and not FAMILY.starting_points(
+        problem((8, 4, 2, 64, 512))
+    )
+    points = FAMILY.library_points(problem())
+    assert len(points) > 50 and all(FAMILY.check(problem(), p) is None for p in points)
+
+
+def test_the_source_is_pasted_whole_and_the_flags_carry_the_point(load):
+    prob = problem(dtype="fp16", layout="i8+bias")
+    params = {**FAMILY.default(prob), "TILE_N": 128, "SCHEDULE": "pingpong"}
+    source = FAMILY.render(prob, params)
+    assert CUDA_SOURCE in source and f'CUTLASS = "{CUTLASS_PIN}"' in source
+    assert "HEADS = 4" in source and "KV_HEADS = 2" in source
+    module, lib = load(prob, params)
+    flags = dict(f[2:].split("=", 1) for f in lib.flags if f.startswith("-DKF_"))
+    assert flags == {
+        "KF_ELEM": "1", "KF_TILE_M": "128", "KF_TILE_N": "128", "KF_TILE_K": "64",
+        "KF_CLUSTER_M": "2", "KF_CLUSTER_N": "1", "KF_SCHEDULE": "1", "KF_STAGES": "0",
+    }  # fmt: skip
+    assert_declared_as_in_c(module, CUDA_SOURCE)
+
+
+def test_the_kernel_gets_tensors_sizes_and_stream_in_prototype_order(load):
+    module, _ = load(problem(), FAMILY.default(problem()))
+    n = (4 + 2 * 2) * 64
+    x, w, out = torch.zeros(16, 512), torch.zeros(n, 512), torch.zeros(16, n)
+    cos, sin, bias = torch.zeros(16, 32), torch.zeros(16, 32), torch.zeros(n)
+    stream = types.SimpleNamespace(cuda_stream=1234)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(module.torch.cuda, "current_stream", lambda device=None: stream)
+        module._launch(x, w, cos, sin, bias, out)
+        (args,) = module._LIB.kf_qkv_rotary.calls
+        assert args[:6] == (x, w, bias, cos, sin, out)
+        # m, n, k, D, q's and k's columns; strides of x, w, cos/sin, out
+        assert args[6:15] == (16, n, 512, 64, 6 * 64, 512, 512, 32, n)
+        assert args[-3:] == (None, 0, 1234)
+        module._LIB.kf_qkv_rotary.result, module._LIB.kf_last_error.result = 1, "misaligned"
+        with pytest.raises(RuntimeError, match=r"misaligned \(code 1\)"):
+            module._launch(x, w, cos, sin, None, out)
+
+
+def test_an_unaligned_k_takes_the_padded_path_and_stays_exact(load):
+    prob = problem((9, 2, 1, 32, 13), dtype="fp16", layout="i8+bias")
+    module, _ = load(prob, FAMILY.default(prob))
+    x, w, cos, sin, bias = OP.make_inputs(prob, seed=4, device="cpu")
+    seen = []
+
+    def kernel(x_p, w_p, cos_p, sin_p, bias_p, out_p):
+        assert module.fast_path_blocker(x_p, w_p, cos_p, sin_p, bias_p, out_p) is None
+        seen.append(tuple(x_p.shape))
+        wider = prob.with_shape(9, 2, 1, 32, x_p.shape[1])
+        out_p.copy_(OP.reference(wider, x_p, w_p, cos_p, sin_p, bias_p))
+
+    module._launch = kernel
+    out = torch.full((9, 4 * 32), float("nan"), dtype=torch.float16)
+    assert "x" in module.fast_path_blocker(x, w, cos, sin, bias, out)
+    module._run_padded(x, w, cos, sin, bias, out)
+    assert seen == [(9, 16)]
+    want = OP.reference(prob, x, w, cos, sin, bias)
+    torch.testing.assert_close(out.double(), want, rtol=2e-3, atol=2e-3)
+
+
+def test_run_refuses_what_it_was_not_built_for_with_a_clear_message(load):
+    module, _ = load(problem(), FAMILY.default(problem()))
+    n = 8 * 64
+    x, w, cos, sin = (
+        torch.zeros(16, 512),
+        torch.zeros(n, 512),
+        torch.zeros(16, 32),
+        torch.zeros(16, 32),
+    )
+    with pytest.raises(TypeError, match="bf16 tensors only"):
+        module.run(x, w, cos, sin, out=torch.zeros(16, n))
+    bf16 = [t.bfloat16() for t in (x, w, cos, sin)]
+    with pytest.raises(RuntimeError, match="CUDA tensors"):
+        module.run(*bf16, out=torch.zeros(16, n, dtype=torch.bfloat16))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="builds with nvcc")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an sm_90 GPU")
+@pytest.mark.parametrize(
+    ("shape", "layout", "changes"),
+    [
+        ((2048, 16, 16, 64, 1024), "i8", {}),  # llama_block's
+        ((2048, 28, 4, 128, 3584), "i8+bias", {"TILE_N": 128, "SCHEDULE": "pingpong"}),  # Qwen2
+        ((33, 2, 1, 32, 65), "i8+bias", {}),  # partial tiles, the padded path
+        ((512, 8, 2, 128, 512), "i8", {"TILE_M": 64, "CLUSTER_M": 1, "SCHEDULE": "pingpong"}),
+    ],
+)
+def test_the_built_kernel_is_correct_on_the_gpu(shape, layout, changes):
+    from kernels.checking import check_source
+
+    prob = problem(shape, layout)
+    params = {**FAMILY.default(prob), **changes}
+    failures = check_source(OP, prob, FAMILY.render(prob, params), device="cuda")
+    assert not failures
