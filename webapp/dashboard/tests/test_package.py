@@ -59,7 +59,7 @@ def test_each_fallback_computes_what_the_ops_reference_computes(op_name):
     fallbacks = load_fallbacks()
     op = kernels.get_op(op_name)
     assert set(SMALL) == set(kernels.all_ops()), "a new op needs a fallback in the package"
-    layouts = {layout: None for layout in op.layouts} | MORE_LAYOUTS.get(op_name, {})
+    layouts = dict.fromkeys(op.layouts) | MORE_LAYOUTS.get(op_name, {})
     for layout, shapes in layouts.items():
         for shape in shapes or SMALL[op_name]:
             dtype = "fp32" if "fp32" in op.dtypes else "fp16"
