@@ -35,8 +35,13 @@ class RunContext:
 
     @property
     def families(self) -> dict[str, Family]:
-        """The op's families this evaluator can run (no CUDA C++ on a CPU-only worker)."""
-        return {f.name: f for f in self.op.families() if runs_backend(self.evaluator, f.backend)}
+        """The op's families for this problem's layout that this evaluator can run (no CUDA
+        C++ on a CPU-only worker)."""
+        return {
+            f.name: f
+            for f in self.op.families_for(self.problem)
+            if runs_backend(self.evaluator, f.backend)
+        }
 
     @functools.cached_property
     def library(self) -> list[dict]:

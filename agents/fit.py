@@ -60,7 +60,7 @@ def least_budget(problem: Problem, *, gpu: bool, config: OptimizeConfig | None =
     """What a search on `problem` needs at least, on a GPU worker or under the interpreter."""
     config = config or OptimizeConfig()
     op = get_op(problem.op)
-    families = op.families()
+    families = op.families_for(problem)
     backends = {f.backend for f in families if gpu or f.backend == "triton"}
     # No CUDA C++ runs on a CPU worker: no library either.
     library = len(machine_library.points_for(problem)) if gpu else 0

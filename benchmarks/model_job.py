@@ -91,7 +91,7 @@ def optimize_with_families(problem: Problem, budget_s: float, log: TextIO) -> Pr
 
     start = time.monotonic()
     best: tuple[float, Any, dict, str] | None = None
-    for family in get_op(problem.op).families():
+    for family in get_op(problem.op).families_for(problem):
         if time.monotonic() - start > budget_s:
             break
         params = family.default(problem)

@@ -296,6 +296,11 @@ class Op(abc.ABC):
     @abc.abstractmethod
     def families(self) -> list[Family]: ...
 
+    def families_for(self, problem: Problem) -> list[Family]:
+        """The families whose kernels read this problem's layout: a search, a plan or a
+        fallback tries these (qkv_rotary's dual family has no point for an "i8" layout)."""
+        return [f for f in self.families() if f.serves(problem.layout)]
+
     def starting_points(self, problem: Problem) -> list[tuple[str, dict[str, Any]]]:
         """Where a search should start for this problem's shape class, best first.
 

@@ -76,6 +76,17 @@ def test_it_plans_only_families_the_evaluator_can_run():
     assert all(p["family"] != "matmul_cuda_wmma" for p in plan["points"])
 
 
+def test_it_plans_only_families_that_read_the_problems_layout():
+    """qkv_rotary's interleaved weight is the CUTLASS family's alone: the dual family has no
+    point for it (its default raised IndexError in the first Qwen2 job that planned it: H200,
+    2026-11-29), and a CPU worker then has no family at all."""
+    problem = parse_problem("qkv_rotary", "2048x16x16x64x1024", "bf16", "i8+kv_heads=16")
+    plan = offline_plan({}, context(problem, screen_batch=8))
+    assert plan is not None and plan["move"] == "screen"
+    assert {p["family"] for p in plan["points"]} == {"qkv_rotary_cutlass_sm90"}
+    assert context(problem, TritonOnly(lambda source: 1.0)).families == {}
+
+
 def test_points_already_screened_or_queued_are_not_planned_again():
     ctx = context(LARGE, screen_batch=8)
     starts = starting_points(ctx)

@@ -55,11 +55,11 @@ def points(problem: Problem, limit: int = POINTS_PER_PROBLEM) -> list[dict]:
     overrun this one child's wall clock; the agent's screen builds those, each in its own child.
     """
     op = kernels.get_op(problem.op)
-    families = {f.name: f for f in op.families() if f.backend == "triton"}
+    families = {f.name: f for f in op.families_for(problem) if f.backend == "triton"}
     partials = list(op.starting_points(problem)) + [(name, {}) for name in families]
     out: list[dict] = []
     for name, partial in partials:
-        family = families.get(name) if name else next(iter(families.values()))
+        family = families.get(name) if name else next(iter(families.values()), None)
         if family is None:
             continue
         params = {**family.default(problem), **partial}

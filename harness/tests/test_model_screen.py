@@ -28,6 +28,14 @@ def test_only_triton_families_are_screened_in_the_one_child():
     assert len(found) == 6 and {backends[p["family"]] for p in found} == {"triton"}
 
 
+def test_a_layout_no_triton_family_reads_has_no_points():
+    """qkv_rotary's interleaved weight is the CUTLASS family's alone (the dual family's
+    default has no point for it)."""
+    problem = Problem("qkv_rotary", (2048, 16, 16, 64, 1024), "bf16", "i8+kv_heads=16")
+    assert points(problem) == []
+    assert points(Problem("qkv_rotary", problem.shape, "bf16")) != []
+
+
 def test_it_screens_points_and_gates_the_best_on_the_sweep():
     problems = [
         Problem("swiglu_gate", (8, 64, 32), "fp16"),
