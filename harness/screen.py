@@ -185,10 +185,15 @@ def _library_points(problem: Problem) -> frozenset[str]:
 def tail_shape(problem: Problem) -> Problem:
     """A shape no larger than the problem's with the same compile specialization (Triton
     specializes integer arguments on == 1 and % 16), whose sizes are not multiples of a tile:
-    one compile serves both shapes, and the tile edges are exercised."""
+    one compile serves both shapes, and the tile edges are exercised. The op's fixed dims
+    (heads its layout names) stay."""
+    from kernels import get_op
+
+    op = get_op(problem.op)
+    fixed = op.fixed_dims(problem)
     dims = []
-    for s in problem.shape:
-        if s <= 2 or s == 16:
+    for name, s in zip(op.dims, problem.shape, strict=True):
+        if s <= 2 or s == 16 or name in fixed:
             dims.append(s)
         elif s % 16 == 0:
             t = min(s - 16, 1040)  # 16 x an odd number: no tile of 32 or more divides it

@@ -296,6 +296,11 @@ class Op(abc.ABC):
     @abc.abstractmethod
     def families(self) -> list[Family]: ...
 
+    def fixed_dims(self, problem: Problem) -> frozenset[str]:
+        """Dims that a smaller shape made from this problem keeps (the screen's tail shape,
+        the interpreter's shrink): those its layout ties to what the inputs mean."""
+        return frozenset()
+
     def families_for(self, problem: Problem) -> list[Family]:
         """The families whose kernels read this problem's layout: a search, a plan or a
         fallback tries these (qkv_rotary's dual family has no point for an "i8" layout)."""

@@ -8,11 +8,13 @@ reach the candidate's process (R1.2); it only sees the input values.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from harness.plan import GUARD_ELEMENTS
+from kernels import get_op
 from kernels.problem import Op, Problem
 
 INTERPRETER_MAX_DIM = 128  # the Triton interpreter runs numpy per program: keep shapes tiny
@@ -31,15 +33,18 @@ class Case:
     exact_limit: float | None = None  # 0/1 exact GEMM check: compare exactly where |ref| <= this
 
 
+def resized(problem: Problem, size: Callable[[int], int]) -> Problem:
+    """The problem with `size` applied to each dim but the op's fixed ones (heads its layout
+    names), which stay as they are."""
+    op = get_op(problem.op)
+    fixed = op.fixed_dims(problem)
+    dims = zip(op.dims, problem.shape, strict=True)
+    return problem.with_shape(*[s if name in fixed else size(s) for name, s in dims])
+
+
 def shrink(problem: Problem, limit: int = 64) -> Problem:
     """A small version of the problem for the interpreter; odd sizes stay odd."""
-    shape = []
-    for s in problem.shape:
-        if s <= limit:
-            shape.append(s)
-        else:
-            shape.append(limit - 1 if s % 2 else limit)
-    return problem.with_shape(*shape)
+    return resized(problem, lambda s: s if s <= limit else limit - 1 if s % 2 else limit)
 
 
 def fits_interpreter(problem: Problem) -> bool:
@@ -52,8 +57,8 @@ def pick_sweep(op: Op, problem: Problem, *, quick: bool, interpreter: bool) -> l
         sweep = [p for p in sweep if fits_interpreter(p)]
         if not sweep:  # the op's sweep is all large: make odd and non-power-of-two ones
             small = shrink(problem)
-            sweep = [small.with_shape(*[max(1, s - 1) if s > 2 else s for s in small.shape])]
-            sweep.append(small.with_shape(*[max(1, (s * 3) // 5) for s in small.shape]))
+            sweep = [resized(small, lambda s: max(1, s - 1) if s > 2 else s)]
+            sweep.append(resized(small, lambda s: max(1, (s * 3) // 5)))
     if quick and len(sweep) > QUICK_SWEEP_SHAPES:
         odd = [p for p in sweep if any(s % 2 for s in p.shape)]
         chosen = [sweep[0], odd[0] if odd else sweep[len(sweep) // 2], sweep[-1]]

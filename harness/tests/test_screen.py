@@ -9,10 +9,12 @@ import time
 
 import pytest
 
+import kernels
 from harness.results import Verdict
 from harness.screen import Screener, ScreenPoint, screen, tail_shape
 from harness.tests.conftest import needs_interpreter
 from kernels import parse_problem
+from kernels.problem import Problem
 
 PROBLEM = parse_problem("rmsnorm", "32x256", "fp32")
 REF = "harness.tests.screen_op:OP"
@@ -110,6 +112,28 @@ def test_the_tail_shape_keeps_the_compile_specialization_and_misses_every_tile()
     odd = tail_shape(parse_problem("matmul", "3000x17x4095", "bf16", "NN"))
     for a, b in zip(odd.shape, (3000, 17, 4095), strict=True):
         assert (a % 16 == 0) == (b % 16 == 0) and a <= b and a > 1
+
+
+def test_the_tail_shape_and_the_interpreters_shrink_keep_the_heads_a_layout_names():
+    """Qwen2's q/k/v as one interleaved weight (28 q, 4 k/v heads of 128): a tail of 26 and 2
+    heads of 112 made every candidate of the first job that screened it fail its own run()
+    check (H200, 2026-11-29); a kv_heads=<n> attention keeps H, which n must divide."""
+    from harness.judge.cases import shrink
+
+    qkv = parse_problem("qkv_rotary", "2048x28x4x128x3584", "bf16", "i8+bias+kv_heads=4")
+    assert tail_shape(qkv).shape == (1040, 28, 4, 128, 1040)
+    assert shrink(qkv).shape == (64, 28, 4, 128, 64)
+    assert tail_shape(Problem(qkv.op, qkv.shape, qkv.dtype, "+bias")).shape == (
+        1040,
+        26,
+        2,
+        112,
+        1040,
+    )
+    gqa = parse_problem("decode_attention", "1x28x1x4096x128", "bf16", "kv_heads=4")
+    assert tail_shape(gqa).shape[1] == 28 and shrink(gqa).shape[1] == 28
+    for p in (tail_shape(qkv), shrink(qkv), tail_shape(gqa), shrink(gqa)):
+        kernels.get_op(p.op).validate(p)
 
 
 def _config():

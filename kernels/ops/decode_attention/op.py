@@ -85,6 +85,10 @@ class DecodeAttentionOp(Op):
                 "(write no layout when they are as many)"
             )
 
+    def fixed_dims(self, problem):
+        # kv_heads=<n> must divide H: fewer query heads could leave a group short.
+        return frozenset({"H"}) if problem.layout else frozenset()
+
     def input_shapes(self, problem):
         b, h, t, s, d = problem.shape
         hkv = kv_heads(problem)

@@ -135,6 +135,11 @@ class QkvRotaryOp(Op):
                 f"D={d} must be a multiple of {2 * GROUP}"
             )
 
+    def fixed_dims(self, problem):
+        # The interleaved weight's rows are the layout's heads: a q/k/v split of other heads
+        # would read it as another matrix.
+        return frozenset({"H", "HKV", "D"}) if is_interleaved(problem) else frozenset()
+
     def input_shapes(self, problem):
         m, h, hkv, d, k = problem.shape
         if is_interleaved(problem):
