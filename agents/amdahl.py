@@ -8,9 +8,9 @@ the speedup its distance from the device's roof allows (between 1.05x and 2x; 2x
 is unknown), plus the elementwise passes a fusion removes. A GEMM cuBLAS already runs at the
 roof expects little (a GPT-J block's q/k/v GEMM took a 300 s budget for a 0.996x at 796 TFLOPS,
 while its bias+GELU GEMM, whose fused epilogue removes a 64 MB pass, went unfunded: H200,
-2026-11-29, benchmarks/results/model_gptj_block_h200.json). Only problems whose slice covers
-what each needs at least (agents/fit.py: a full screen round and one verification) are funded;
-the others are listed with why they were left out.
+2026-11-29, benchmarks/results/model_gptj_block_h200.json). Only problems whose needs fit the
+budget together (agents/fit.py: a full screen round and one verification each) are funded, each
+slice at least its need; the others are listed with why they were left out.
 """
 
 from __future__ import annotations
@@ -148,14 +148,17 @@ def make_plan(
     floor_us, unfused_us where the device's roof is known: harness.model.classify.plan_groups).
 
     Optimizable groups are ranked by expected gain; at most `max_problems` are candidates. In
-    that order, each joins the funded problems if, with the budget split among them by expected
-    gain, every slice still covers what its problem needs (`least`: per problem dict, or one
-    number for all); else it is left out with the reason. So the problem of most expected gain
-    that fits goes first: a cheaper one of less gain never takes its place (Llama's block at a
-    200 s budget: swiglu_gate, needing 198 s, lost its slice to qkv_rotary, needing 123 s, under
-    the old rule of dropping the most time per unit of gain; H200, 2026-11-29). When none fits,
-    none is funded (a slice that cannot finish one screen and one verification cannot ship a
-    verified kernel).
+    that order, each joins the funded problems while their needs (`least`: per problem dict, or
+    one number for all) still add up to at most the budget; else it is left out with the
+    reason. So the problem of most expected gain that fits goes first: a cheaper one of less
+    gain never takes its place (Llama's block at a 200 s budget: swiglu_gate, needing 198 s,
+    lost its slice to qkv_rotary, needing 123 s, under an older rule). The budget is then split
+    by expected gain, each slice raised to its problem's need where the split falls short
+    (`_split`). Funding by gain-proportional slices alone left Qwen2's qkv_rotary out at a 600 s
+    budget (144 s of the 198 s it needs) while swiglu_gate got 456 s, more than twice its need;
+    the qkv_rotary search alone verified 1.14x torch.compile in 113 s (H200, 2026-11-29,
+    results/qkv_rotary_agent_h200.json). When none fits, none is funded (a slice that cannot
+    finish one screen and one verification cannot ship a verified kernel).
     """
     if budget_s <= 0:
         raise ValueError("the budget must be positive")
@@ -172,28 +175,27 @@ def make_plan(
 
     funded: list[int] = []
     for index in range(limit):
-        trial = [*funded, index]
-        starved = [i for i in trial if slice_of(i, trial) < needs[i].total_s]
-        if not starved:
-            funded = trial
+        needed = sum(needs[i].total_s for i in funded)
+        if gains[index] <= 0:
+            left_out[index] = "the plan expects it to save no time"
+            continue
+        if needed + needs[index].total_s <= budget_s:
+            funded.append(index)
             continue
         why = f"needs at least {needs[index].total_s:.0f} s ({needs[index].describe()}); "
-        if index in starved:
-            who = "beside the problems of more expected gain, " if funded else ""
+        if funded:
+            who = "the problem" if len(funded) == 1 else f"the {len(funded)} problems"
             why += (
-                f"{who}its share of the {budget_s:.0f} s budget was {slice_of(index, trial):.0f} s"
+                f"{who} of more expected gain need {needed:.0f} s of the {budget_s:.0f} s "
+                f"budget, which leaves {budget_s - needed:.0f} s"
             )
         else:
-            other = ranked[starved[0]]["label"]
-            why += (
-                f"its share of the {budget_s:.0f} s budget would cut {other}'s below the "
-                f"{needs[starved[0]].total_s:.0f} s that one needs"
-            )
+            why += f"the budget is {budget_s:.0f} s"
         left_out[index] = why
-    total_gain = sum(gains[i] for i in funded) or 1.0
+    slices = _split(budget_s, {i: gains[i] for i in funded}, {i: needs[i].total_s for i in funded})
     items = []
     for index, (g, gn) in enumerate(zip(ranked, gains, strict=True)):
-        slice_s = budget_s * gn / total_gain if index in funded else 0.0
+        slice_s = slices.get(index, 0.0)
         items.append(
             PlanItem(
                 rank=index + 1,
@@ -213,6 +215,25 @@ def make_plan(
     funded_items = [i for i in items if i.budget_s > 0]
     predicted_all = {f"{s:g}x": end_to_end([(i.share, s) for i in funded_items]) for s in SPEEDUPS}
     return Plan(items, budget_s, rest, predicted_all)
+
+
+def _split(budget_s: float, gains: dict[int, float], needs: dict[int, float]) -> dict[int, float]:
+    """The budget over the funded problems (their needs add up to at most the budget) in
+    proportion to expected gain, each raised to what it needs at least where its share falls
+    short, the others splitting what is left in the same proportion."""
+    raised: set[int] = set()
+    while True:
+        free = [i for i in gains if i not in raised]
+        rest = budget_s - sum(needs[i] for i in raised)
+        total = sum(gains[i] for i in free)
+        short = {i for i in free if total <= 0 or rest * gains[i] / total < needs[i]}
+        if not short or not free:
+            break
+        raised |= short
+    if not free:  # every share fell short: each gets its need, the spare goes by gain
+        total = sum(gains.values()) or 1.0
+        return {i: needs[i] + rest * gains[i] / total for i in gains}
+    return {i: needs[i] for i in raised} | {i: rest * gains[i] / total for i in free}
 
 
 def predicted_from_measured(plan: Plan, kernel_speedups: Mapping[str, float]) -> float:

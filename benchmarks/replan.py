@@ -5,10 +5,10 @@ A model job's result (`benchmarks.model_job --record`) keeps the profile it was 
 plan again from that profile, with and without the GPU's measured ceilings (the roof the plan
 reads each problem's headroom from: the profile's own where it recorded one, else --roof), at
 the recorded budget and each problem's recorded least slice, so a change to the plan's rule can
-be read against real profiles without a GPU:
+be read against real profiles without a GPU (`--budget`: at another budget than the recorded):
 
     python -m benchmarks.replan benchmarks/results/model_*_h200*.json \\
-        --roof benchmarks/results/model_gptj_block_h200_roofplan.json --out F.json
+        --roof benchmarks/results/model_gptj_block_h200_roofplan.json [--budget S] --out F.json
 """
 
 from __future__ import annotations
@@ -33,15 +33,18 @@ def recorded_roof(result: dict[str, Any]) -> DeviceInfo | None:
     return DeviceInfo(**roof) if roof else None
 
 
-def replan(result: dict[str, Any], roof: DeviceInfo | None) -> Plan:
-    """The plan today's rule makes from a recorded job's profile, budget and least slices."""
+def replan(
+    result: dict[str, Any], roof: DeviceInfo | None, budget_s: float | None = None
+) -> Plan:
+    """The plan today's rule makes from a recorded job's profile, budget (or `budget_s`) and
+    least slices."""
     profile, recorded = result["profile"], result["plan"]
     compiled = profile.get("compiled") or {}
     groups = compiled["groups"] if profile.get("basis") == "torch.compile" else profile["groups"]
     least = {i["key"]: i.get("least_s") or DEFAULT_LEAST_S for i in recorded["items"]}
     return make_plan(
         plan_groups(groups, profile["sites"], roof),
-        budget_s=recorded["budget_s"],
+        budget_s=budget_s or recorded["budget_s"],
         least=lambda p: MinimumSlice(least.get(Problem.from_dict(dict(p)).key, DEFAULT_LEAST_S)),
     )
 
@@ -62,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.replan")
     parser.add_argument("results", nargs="+", help="model_job --record files")
     parser.add_argument("--roof", help="a model_job result whose profile recorded the ceilings")
+    parser.add_argument("--budget", type=float, help="plan at this budget, not the recorded one")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     fallback = (
@@ -75,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
             "recorded": [
                 {k: i[k] for k in ("key", "share", "budget_s")} for i in result["plan"]["items"]
             ],
-            "no_roof": rows(replan(result, None)),
-            "roof": rows(replan(result, roof)) if roof else None,
+            "no_roof": rows(replan(result, None, args.budget)),
+            "roof": rows(replan(result, roof, args.budget)) if roof else None,
             "roof_from": None if roof is None else roof.name,
         }
         print(Path(path).name, file=sys.stderr)

@@ -59,13 +59,18 @@ def test_it_splits_the_budget_by_expected_gain():
     assert a.budget_s / b.budget_s == pytest.approx(gain(0.6) / gain(0.2), rel=1e-2)
 
 
-def test_it_drops_problems_whose_slice_would_be_too_small():
+def test_it_funds_problems_while_their_needs_fit_the_budget():
     groups = [_group("matmul/b", 0.7), _group("rmsnorm/a", 0.01)]
-    plan = make_plan(groups, budget_s=300, least=60)
-    assert [i.key for i in plan.funded] == ["matmul/b"]
-    assert plan.funded[0].budget_s == 300
+    plan = make_plan(groups, budget_s=100, least=60)
+    assert [(i.key, i.budget_s) for i in plan.funded] == [("matmul/b", 100.0)]
     assert plan.items[1].budget_s == 0
-    assert plan.items[1].left_out.startswith("needs at least 60 s (the smallest slice worth")
+    assert plan.items[1].left_out == (
+        "needs at least 60 s (the smallest slice worth running (60 s)); the problem of more "
+        "expected gain need 60 s of the 100 s budget, which leaves 40 s"
+    )
+    # Both fit in 300 s: the small one's share by gain (under 1 s) is raised to its need.
+    plan = make_plan(groups, budget_s=300, least=60)
+    assert [(i.key, i.budget_s) for i in plan.funded] == [("matmul/b", 240.0), ("rmsnorm/a", 60.0)]
 
 
 def test_it_caps_the_number_of_problems():
@@ -103,7 +108,7 @@ def test_a_problem_whose_slice_cannot_cover_what_it_needs_is_left_out_and_says_w
     )
     big, small = plan.items
     assert (big.budget_s, small.budget_s) == (0.0, 300.0)
-    assert big.left_out.startswith("needs at least 500 s (500 s of work); its share of the 300 s")
+    assert big.left_out == "needs at least 500 s (500 s of work); the budget is 300 s"
     assert small.left_out == "" and (big.least_s, small.least_s) == (500.0, 100.0)
     assert plan.to_dict()["items"][0]["left_out"] == big.left_out
 
@@ -118,18 +123,43 @@ def test_the_problem_of_most_gain_that_fits_is_funded_before_a_cheaper_one_of_le
     plan = make_plan(groups, budget_s=200, least=lambda problem: _Need(needs[problem["op"]]))
     assert [(i.key, i.budget_s) for i in plan.funded] == [("swiglu_gate/a", 200.0)]
     qkv = plan.items[1]
-    assert qkv.left_out.startswith("needs at least 123 s (123 s of work); beside the problems")
-    # Where both fit, both are funded, split by expected gain.
+    assert qkv.left_out.endswith("need 198 s of the 200 s budget, which leaves 2 s")
+    # Where all fit, all are funded.
     plan = make_plan(groups, budget_s=600, least=lambda problem: _Need(needs[problem["op"]]))
-    assert [i.key for i in plan.funded] == ["swiglu_gate/a", "qkv_rotary/b"]
+    assert [i.key for i in plan.funded] == ["swiglu_gate/a", "qkv_rotary/b", "matmul/c"]
 
 
-def test_a_problem_that_would_starve_one_of_more_gain_says_so():
-    needs = {"swiglu_gate": 150.0, "rmsnorm": 10.0}
-    groups = [_group("swiglu_gate/a", 0.3), _group("rmsnorm/b", 0.25)]
-    plan = make_plan(groups, budget_s=200, least=lambda problem: _Need(needs[problem["op"]]))
-    assert [i.key for i in plan.funded] == ["swiglu_gate/a"]
-    assert "would cut swiglu_gate/a's below the 150 s that one needs" in plan.items[1].left_out
+def test_each_slice_is_at_least_its_need_and_the_rest_goes_by_gain():
+    """Qwen2's block at 600 s (model_qwen2_block_h200_v3.json's plan, H200, 2026-11-29): split
+    by gain alone, qkv_rotary got 144 s of the 198 s it needs and was left out while
+    swiglu_gate got 456 s; its search alone verified 1.14x torch.compile in 113 s."""
+    needs = {"swiglu_gate": 198.0, "qkv_rotary": 198.0, "matmul": 198.0}
+    groups = [_group("swiglu_gate/a", 0.3), _group("qkv_rotary/b", 0.05), _group("matmul/c", 0.01)]
+    plan = make_plan(groups, budget_s=600, least=lambda problem: _Need(needs[problem["op"]]))
+    assert [(i.key, i.budget_s) for i in plan.funded][:2] == [
+        ("swiglu_gate/a", 204.0),
+        ("qkv_rotary/b", 198.0),
+    ]
+    plan = make_plan(groups, budget_s=500, least=lambda problem: _Need(needs[problem["op"]]))
+    assert [(i.key, i.budget_s) for i in plan.funded] == [
+        ("swiglu_gate/a", 302.0),
+        ("qkv_rotary/b", 198.0),
+    ]
+    assert plan.items[2].left_out.endswith("the 2 problems of more expected gain need 396 s of "
+                                           "the 500 s budget, which leaves 104 s")  # fmt: skip
+    # With room for all three, the two below their share by gain get their needs, and the
+    # leader the rest.
+    plan = make_plan(groups, budget_s=1000, least=lambda problem: _Need(needs[problem["op"]]))
+    assert [i.budget_s for i in plan.funded] == [604.0, 198.0, 198.0]
+    # Where every share covers its need, the split is by gain alone.
+    plan = make_plan(groups[:2], budget_s=3000, least=lambda problem: _Need(needs[problem["op"]]))
+    share = 3000 * gain(0.3) / (gain(0.3) + gain(0.05))
+    assert plan.funded[0].budget_s == pytest.approx(share, abs=0.1)
+
+
+def test_a_problem_expected_to_save_nothing_is_not_funded():
+    plan = make_plan([_group("matmul/b", 0.6) | {"time_us": 0.0}], budget_s=500, least=60)
+    assert plan.funded == [] and plan.items[0].left_out == "the plan expects it to save no time"
 
 
 def test_a_budget_too_small_for_every_problem_funds_none():
