@@ -33,9 +33,7 @@ def recorded_roof(result: dict[str, Any]) -> DeviceInfo | None:
     return DeviceInfo(**roof) if roof else None
 
 
-def replan(
-    result: dict[str, Any], roof: DeviceInfo | None, budget_s: float | None = None
-) -> Plan:
+def replan(result: dict[str, Any], roof: DeviceInfo | None, budget_s: float | None = None) -> Plan:
     """The plan today's rule makes from a recorded job's profile, budget (or `budget_s`) and
     least slices."""
     profile, recorded = result["profile"], result["plan"]
