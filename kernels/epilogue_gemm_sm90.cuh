@@ -130,6 +130,16 @@ struct RegisterEpilogueBase {
     const auto out = cutlass::NumericArrayConverter<Element, float, 2>{}(both);
     return reinterpret_cast<uint32_t const&>(out);
   }
+
+  // Two adjacent inputs (p 4-byte aligned, read-only while the kernel runs) as floats: one
+  // 4-byte load where there were two 2-byte ones, through the read-only path (ld.global.nc),
+  // so the compiler may issue it ahead of the epilogue's stores to out: a plain load must wait
+  // for every earlier store that could alias it, one memory latency per pair.
+  CUTLASS_DEVICE static cutlass::Array<float, 2> unpacked(Element const* p) {
+    const unsigned int word = __ldg(reinterpret_cast<unsigned int const*>(p));
+    return cutlass::NumericArrayConverter<float, Element, 2>{}(
+        reinterpret_cast<cutlass::Array<Element, 2> const&>(word));
+  }
 };
 
 thread_local char g_error[256] = "";

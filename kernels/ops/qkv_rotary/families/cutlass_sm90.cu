@@ -65,23 +65,24 @@ class RotaryEpilogue : public RegisterEpilogueBase {
     for_each_pair(
         thread_coords, accumulators, m_size, n_size,
         [&](int m, int n, float a1, float b1, float a2, float b2) {  // halves: j, j+1; second
-          if (params.bias != nullptr) {
-            a1 += float(params.bias[n]);
-            b1 += float(params.bias[n + 1]);
-            a2 += float(params.bias[n + 8]);
-            b2 += float(params.bias[n + 9]);
+          if (params.bias != nullptr) {  // n even: each half's pair is one 4-byte word
+            const auto first = unpacked(params.bias + n), second = unpacked(params.bias + n + 8);
+            a1 += first[0];
+            b1 += first[1];
+            a2 += second[0];
+            b2 += second[1];
           }
           const int head = n / d;
           const int c = n - head * d;
           const int j = (c / 16) * 8 + (c & 7);  // this pair's first output within the half
           Element* row = params.ptr_out + static_cast<int64_t>(m) * params.ldo + head * d + j;
           if (n < params.rotated) {
-            const int64_t at = static_cast<int64_t>(m) * params.ldcs + j;
-            const float cj = float(params.cos[at]), cj1 = float(params.cos[at + 1]);
-            const float sj = float(params.sin[at]), sj1 = float(params.sin[at + 1]);
-            *reinterpret_cast<uint32_t*>(row) = packed(a1 * cj - a2 * sj, b1 * cj1 - b2 * sj1);
+            const int64_t at = static_cast<int64_t>(m) * params.ldcs + j;  // j even: aligned
+            const auto cs = unpacked(params.cos + at), sn = unpacked(params.sin + at);
+            *reinterpret_cast<uint32_t*>(row) =
+                packed(a1 * cs[0] - a2 * sn[0], b1 * cs[1] - b2 * sn[1]);
             *reinterpret_cast<uint32_t*>(row + half) =
-                packed(a2 * cj + a1 * sj, b2 * cj1 + b1 * sj1);
+                packed(a2 * cs[0] + a1 * sn[0], b2 * cs[1] + b1 * sn[1]);
           } else {
             *reinterpret_cast<uint32_t*>(row) = packed(a1, b1);
             *reinterpret_cast<uint32_t*>(row + half) = packed(a2, b2);
