@@ -1,23 +1,36 @@
 #!/usr/bin/env bash
-# Issue 25 on a device machine: model jobs one after another, as run for
-# benchmarks/results/model_*_h200*.json:
+# Issue 25 on a device machine: model jobs, as run for benchmarks/results/model_*_h200*.json:
 #   benchmarks/model_jobs_gpu.sh OUT_DIR BUDGET_S MODEL [MODEL ...]   (MODEL: examples/models/NAME.py)
-# The call carries what the GPU image lacks (benchmarks/device_env.sh says what). Start it with
-# setsid so it outlives the device call that starts it; OUT_DIR/log.log shows progress and ends
-# with an "exit" line; each model's JSON (recorded as model_NAME) and log are beside it. On a
-# machine of several GPUs, one chain per GPU (CUDA_VISIBLE_DEVICES=i, an OUT_DIR each) runs
-# side by side: each goes on in its own copy of the checkout.
+# On a machine of several GPUs the models are dealt out, one chain of jobs per GPU side by side
+# (KF_GPUS: how many GPUs to use; default every one nvidia-smi lists), each chain in its own copy
+# of the checkout with its own machine cache. The call carries what the GPU image lacks
+# (benchmarks/device_env.sh says what). Start it with setsid so it outlives the device call that
+# starts it; OUT_DIR/log.log shows progress and ends with an "exit" line; each model's JSON
+# (recorded as model_NAME) and log are beside it.
 set -u
 out=$(realpath -m "$1") budget=$2
 shift 2
+models=("$@")
 mkdir -p "$out"
-source benchmarks/device_env.sh "/tmp/kf-model-repo-$(basename "$out")"
-export KF_CACHE_DIR=${KF_CACHE_DIR:-/tmp/kf-machine}
-for name in "$@"; do
-    echo "model $name started $(date -u +%FT%TZ)" >>"$out/log.log"
-    python3 -m benchmarks.model_job "examples/models/$name.py" --budget "$budget" \
-        --compile-threads 8 --record "model_$name" --out "$out/model_$name.json" \
-        >"$out/$name.log" 2>&1
-    echo "model $name rc $? $(date -u +%FT%TZ)" >>"$out/log.log"
+gpus=${KF_GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
+[ "$gpus" -ge 1 ] || gpus=1
+
+chain() {  # chain GPU: the models at GPU, GPU + gpus, ... one after another on that GPU
+    local gpu=$1 i name
+    source benchmarks/device_env.sh "/tmp/kf-model-repo-$gpu"
+    export CUDA_VISIBLE_DEVICES=$gpu KF_CACHE_DIR=${KF_CACHE_DIR:-/tmp/kf-machine}-$gpu
+    for ((i = gpu; i < ${#models[@]}; i += gpus)); do
+        name=${models[$i]}
+        echo "model $name started on GPU $gpu $(date -u +%FT%TZ)" >>"$out/log.log"
+        python3 -m benchmarks.model_job "examples/models/$name.py" --budget "$budget" \
+            --compile-threads 8 --record "model_$name" --out "$out/model_$name.json" \
+            >"$out/$name.log" 2>&1
+        echo "model $name rc $? $(date -u +%FT%TZ)" >>"$out/log.log"
+    done
+}
+
+for ((gpu = 0; gpu < gpus && gpu < ${#models[@]}; gpu++)); do
+    (chain "$gpu") &
 done
+wait
 echo "exit 0 at $(date -u +%FT%TZ)" >>"$out/log.log"
