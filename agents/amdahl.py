@@ -190,7 +190,7 @@ def make_plan(
                 f"budget, which leaves {budget_s - needed:.0f} s"
             )
         else:
-            why += f"the budget is {budget_s:.0f} s"
+            why += f"more than all of the {budget_s:.0f} s budget"
         left_out[index] = why
     slices = _split(budget_s, {i: gains[i] for i in funded}, {i: needs[i].total_s for i in funded})
     items = []

@@ -108,7 +108,7 @@ def test_a_problem_whose_slice_cannot_cover_what_it_needs_is_left_out_and_says_w
     )
     big, small = plan.items
     assert (big.budget_s, small.budget_s) == (0.0, 300.0)
-    assert big.left_out == "needs at least 500 s (500 s of work); the budget is 300 s"
+    assert big.left_out == "needs at least 500 s (500 s of work); more than all of the 300 s budget"
     assert small.left_out == "" and (big.least_s, small.least_s) == (500.0, 100.0)
     assert plan.to_dict()["items"][0]["left_out"] == big.left_out
 

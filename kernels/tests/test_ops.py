@@ -11,6 +11,8 @@ from kernels.problem import Problem, ProblemError
 from kernels.shapes import public_problems
 
 OPS = sorted(all_ops())
+# Free-form layouts (beyond op.layouts) a family may read alone, at small_problem's sizes.
+MORE_LAYOUTS = {"qkv_rotary": ("i8+kv_heads=1",)}
 
 
 def small_problem(op_name: str, dtype: str = "fp32", family=None) -> Problem:
@@ -19,7 +21,8 @@ def small_problem(op_name: str, dtype: str = "fp32", family=None) -> Problem:
     op = all_ops()[op_name]
     dtype = dtype if dtype in op.dtypes else op.dtypes[0]
     sizes = {"M": 5, "N": 24, "K": 40, "T": 6, "H": 3, "HKV": 1, "D": 16, "B": 2, "S": 24, "F": 40}
-    layout = next(x for x in op.layouts if family is None or family.serves(x))
+    layouts = (*op.layouts, *MORE_LAYOUTS.get(op_name, ()))
+    layout = next(x for x in layouts if family is None or family.serves(x))
     if op_name == "matmul" and dtype == "fp32":
         layout += "+tf32"  # an fp32 matmul is a TF32 one (kernels/ops/matmul/op.py)
     return Problem(op_name, tuple(sizes[d] for d in op.dims), dtype, layout)
