@@ -170,9 +170,6 @@ def make_plan(
     limit = len(ranked) if max_problems is None else min(max_problems, len(ranked))
     left_out = dict.fromkeys(range(limit, len(ranked)), f"beyond the job's first {limit} problems")
 
-    def slice_of(i: int, members: list[int]) -> float:
-        return budget_s * gains[i] / (sum(gains[j] for j in members) or 1.0)
-
     funded: list[int] = []
     for index in range(limit):
         needed = sum(needs[i].total_s for i in funded)
