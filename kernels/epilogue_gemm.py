@@ -75,6 +75,17 @@ def workspace(lib, m, n, k, device):
     return size, (torch.empty(size, dtype=torch.uint8, device=device) if size else None)
 
 
+def aligned(t, align=ALIGN):
+    """Contiguous along its last dim, `align` elements per access: sizes and strides multiples
+    of it, the address of 2 * align bytes (fp16/bf16). ALIGN: TMA's 16-byte rows."""
+    return (
+        t.stride(-1) == 1
+        and all(s % align == 0 for s in t.stride()[:-1])
+        and t.shape[-1] % align == 0
+        and t.data_ptr() % (2 * align) == 0
+    )
+
+
 def padded(t, rows, cols):
     """t zero-padded to (rows, cols): zeros along K add nothing to a product."""
     p = t.new_zeros(rows, cols)

@@ -60,23 +60,12 @@ FUNCTIONS = {
 _LIB = checked(load_library(LIBRARY, FUNCTIONS), ABI_VERSION)
 
 
-def _aligned(t, align):
-    """Contiguous along its last dim, `align` elements per access: sizes and strides multiples
-    of it, the address of 2 * align bytes (fp16/bf16)."""
-    return (
-        t.stride(-1) == 1
-        and all(s % align == 0 for s in t.stride()[:-1])
-        and t.shape[-1] % align == 0
-        and t.data_ptr() % (2 * align) == 0
-    )
-
-
 def fast_path_blocker(x, w, cos, sin, bias, out):
     """Why these tensors cannot go straight to the kernel (None when they can): TMA reads x
     and w in 16-byte rows; the epilogue reads cos, sin and the bias and writes out in pairs."""
     wanted = [("x", x, ALIGN), ("w", w, ALIGN), ("cos", cos, 2), ("sin", sin, 2), ("out", out, 2)]
     for name, t, align in wanted + ([("bias", bias, 2)] if bias is not None else []):
-        if not _aligned(t, align):
+        if not aligned(t, align):
             return f"{name} {tuple(t.shape)} stride {t.stride()}: not aligned for the kernel"
     return None
 

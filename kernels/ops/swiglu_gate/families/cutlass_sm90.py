@@ -78,19 +78,10 @@ FUNCTIONS = {
 _LIB = checked(load_library(LIBRARY, FUNCTIONS), ABI_VERSION)
 
 
-def _rows_aligned(t):
-    return (
-        t.stride(1) == 1
-        and t.stride(0) % ALIGN == 0
-        and t.shape[1] % ALIGN == 0
-        and t.data_ptr() % 16 == 0
-    )
-
-
 def fast_path_blocker(x, w, out):
     """Why these tensors cannot go straight to the kernel (None when they can)."""
     for name, t in (("x", x), ("w", w), ("out", out)):
-        if not _rows_aligned(t):
+        if not aligned(t):
             return f"{name} {tuple(t.shape)} stride {t.stride()}: rows not 16-byte aligned"
     return None
 
