@@ -33,6 +33,7 @@ CUTLASS = "__CUTLASS_PIN__"  # the pinned headers the library is built against
 ALIGN = 8  # TMA: 16-byte aligned rows of fp16/bf16
 ELEMENT_CODES = {"bf16": 0, "fp16": 1}
 SCHEDULE_CODES = {"cooperative": 0, "pingpong": 1}
+SCHEDULER_CODES = {"persistent": 0, "streamk": 1}
 
 CUDA_SOURCE = r"""__CUDA_SOURCE__"""
 
@@ -52,6 +53,7 @@ def tile_flags():
         f"-DKF_CLUSTER_M={CLUSTER_M}",
         f"-DKF_CLUSTER_N={CLUSTER_N}",
         f"-DKF_SCHEDULE={SCHEDULE_CODES[SCHEDULE]}",
+        f"-DKF_SCHEDULER={SCHEDULER_CODES[SCHEDULER]}",
         "-DKF_STAGES=0",
     )
 
@@ -120,9 +122,14 @@ TILE_CHOICES: dict[str, list[Any]] = {
     "CLUSTER_M": [1, 2],
     "CLUSTER_N": [1, 2],
     "SCHEDULE": ["cooperative", "pingpong"],
+    # Stream-K: the tiles' K iterations dealt evenly over the SMs, partial tiles added in a
+    # fixed order before the epilogue; what a few waves of whole tiles would leave idle
+    # (Qwen2's q/k/v: 288 tiles of 128x256 on 132 SMs).
+    "SCHEDULER": ["persistent", "streamk"],
 }
 TILE_CONSTRAINTS = (
     "cooperative: TILE_M in (128, 256); pingpong: TILE_M in (64, 128)",
+    "streamk: cooperative only",
     "accumulators TILE_M*TILE_N/(128*warpgroups) <= 128 per thread",
     "2 stages of (TILE_M+TILE_N)*TILE_K*2 bytes fit (no epilogue shared memory)",
     "the problem's K is a multiple of 8 (else the padded path would be timed)",
@@ -135,6 +142,7 @@ DEFAULT_TILE = {
     "CLUSTER_M": 2,
     "CLUSTER_N": 1,
     "SCHEDULE": "cooperative",
+    "SCHEDULER": "persistent",
 }
 # Ping-pong tiles: each warpgroup's epilogue runs under the other's mainloop (the leader at
 # 16384x2816x1024, a short K, in swiglu_cutlass_probe_h200_tanh.json).
@@ -164,6 +172,8 @@ class EpilogueGemmFamily(Family):
             return "a cooperative tile is split by two warpgroups: TILE_M must be 128 or 256"
         if p["SCHEDULE"] == "pingpong" and p["TILE_M"] not in (64, 128):
             return "a ping-pong warpgroup owns a whole tile: TILE_M must be 64 or 128"
+        if p["SCHEDULER"] == "streamk" and p["SCHEDULE"] != "cooperative":
+            return "CUTLASS's stream-K scheduler runs the cooperative schedule only"
         if (acc := p["TILE_M"] * p["TILE_N"] / (128 * groups)) > MAX_ACC_PER_THREAD:
             return f"{acc:.0f} fp32 accumulators per thread, over {MAX_ACC_PER_THREAD}"
         stage = (p["TILE_M"] + p["TILE_N"]) * p["TILE_K"] * problem.torch_dtype.itemsize

@@ -12,6 +12,9 @@
 // Compile-time configuration (-D flags):
 //   KF_ELEM 0: bf16, 1: fp16;  KF_TILE_M/N/K CTA tile;  KF_CLUSTER_M/N cluster;
 //   KF_SCHEDULE 0: cooperative, 1: ping-pong;  KF_STAGES 0: as many as fit
+//   KF_SCHEDULER 0: persistent (whole tiles), 1: stream-K (CUTLASS's heuristic decomposition,
+//                deterministic reduction: the partial tiles are added before the epilogue
+//                sees the accumulators, so an op's epilogue is the same for both)
 
 #include <cstdint>
 #include <cstdio>
@@ -169,6 +172,11 @@ struct EpilogueGemm {
 #endif
   using CollectiveEpilogue =
       cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<Epilogue>;
+#if KF_SCHEDULER == 1
+  using TileScheduler = cutlass::gemm::StreamKScheduler;
+#else
+  using TileScheduler = cutlass::gemm::PersistentScheduler;
+#endif
 #if KF_STAGES == 0
   using Stages = cutlass::gemm::collective::StageCountAuto;  // the epilogue uses no smem
 #else
@@ -180,7 +188,7 @@ struct EpilogueGemm {
       ClusterShape, Stages, KernelSchedule>::CollectiveOp;
   using GemmKernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>,
                                                           CollectiveMainloop, CollectiveEpilogue,
-                                                          cutlass::gemm::PersistentScheduler>;
+                                                          TileScheduler>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
   using Arguments = typename Gemm::Arguments;
 
@@ -199,6 +207,11 @@ struct EpilogueGemm {
     args.epilogue = epilogue;
     args.hw_info.device_id = device;
     args.hw_info.sm_count = sm_count(device);
+#if KF_SCHEDULER == 1
+    using Decomposition = decltype(args.scheduler.decomposition_mode);
+    args.scheduler.decomposition_mode = Decomposition::Heuristic;
+    args.scheduler.reduction_mode = decltype(args.scheduler.reduction_mode)::Deterministic;
+#endif
     return args;
   }
 

@@ -15,6 +15,7 @@ import torch
 
 from kernels import get_op
 from kernels.ops.matmul.families.cutlass_sm90 import CUTLASS_PIN
+from kernels.epilogue_gemm import PINGPONG
 from kernels.ops.qkv_rotary.families.cutlass_sm90 import (
     CUDA_SOURCE,
     CutlassSm90QkvRotary,
@@ -128,6 +129,11 @@ def test_check_takes_only_the_interleaved_layouts_and_aligned_k():
     prob = problem((64, 4, 2, 64, 1027))
     assert "padded fallback" in FAMILY.check(prob, FAMILY.default(prob))
     assert FAMILY.check(problem(), FAMILY.default(problem())) is None
+    pingpong_streamk = {**FAMILY.default(problem()), **PINGPONG, "SCHEDULER": "streamk"}
+    assert "cooperative schedule only" in FAMILY.check(problem(), pingpong_streamk)
+    assert {**FAMILY.default(problem()), "SCHEDULER": "streamk"} in FAMILY.starting_points(
+        problem()
+    )
     assert FAMILY.starting_points(problem()) and not FAMILY.starting_points(
         problem((8, 4, 2, 64, 512))
     )
@@ -137,15 +143,16 @@ def test_check_takes_only_the_interleaved_layouts_and_aligned_k():
 
 def test_the_source_is_pasted_whole_and_the_flags_carry_the_point(load):
     prob = problem(dtype="fp16", layout="i8+bias")
-    params = {**FAMILY.default(prob), "TILE_N": 128, "SCHEDULE": "pingpong"}
+    params = {**FAMILY.default(prob), "SCHEDULER": "streamk"}
     source = FAMILY.render(prob, params)
     assert CUDA_SOURCE in source and f'CUTLASS = "{CUTLASS_PIN}"' in source
     assert "HEADS = 4" in source and "KV_HEADS = 2" in source
     module, lib = load(prob, params)
     flags = dict(f[2:].split("=", 1) for f in lib.flags if f.startswith("-DKF_"))
     assert flags == {
-        "KF_ELEM": "1", "KF_TILE_M": "128", "KF_TILE_N": "128", "KF_TILE_K": "64",
-        "KF_CLUSTER_M": "2", "KF_CLUSTER_N": "1", "KF_SCHEDULE": "1", "KF_STAGES": "0",
+        "KF_ELEM": "1", "KF_TILE_M": "128", "KF_TILE_N": "256", "KF_TILE_K": "64",
+        "KF_CLUSTER_M": "2", "KF_CLUSTER_N": "1", "KF_SCHEDULE": "0", "KF_SCHEDULER": "1",
+        "KF_STAGES": "0", "KF_HEAD_DIM": "64",
     }  # fmt: skip
     assert_declared_as_in_c(module, CUDA_SOURCE)
 
@@ -202,6 +209,9 @@ def test_run_refuses_what_it_was_not_built_for_with_a_clear_message(load):
     with pytest.raises(TypeError, match="bf16 tensors only"):
         module.run(x, w, cos, sin, out=torch.zeros(16, n))
     bf16 = [t.bfloat16() for t in (x, w, cos, sin)]
+    half_tables = [t[:, :16] for t in bf16[2:]]
+    with pytest.raises(ValueError, match=r"k/v heads of 64: out \(16, 512\), cos \(16, 16\)"):
+        module.run(*bf16[:2], *half_tables, out=torch.zeros(16, n, dtype=torch.bfloat16))
     with pytest.raises(RuntimeError, match="CUDA tensors"):
         module.run(*bf16, out=torch.zeros(16, n, dtype=torch.bfloat16))
 
@@ -214,6 +224,9 @@ def test_run_refuses_what_it_was_not_built_for_with_a_clear_message(load):
     [
         ((2048, 16, 16, 64, 1024), "i8", {}),  # llama_block's
         ((2048, 28, 4, 128, 3584), "i8+bias", {"TILE_N": 128, "SCHEDULE": "pingpong"}),  # Qwen2
+        ((2048, 28, 4, 128, 3584), "i8+bias", {"SCHEDULER": "streamk"}),  # its partial tiles
+        ((300, 4, 2, 128, 4104), "i8+bias", {"SCHEDULER": "streamk"}),  # and ragged edges
+        ((300, 4, 2, 128, 4104), "i8+bias", {"TILE_N": 64}),  # half a head a tile: pair by pair
         ((33, 2, 1, 32, 65), "i8+bias", {}),  # partial tiles, the padded path
         ((512, 8, 2, 128, 512), "i8", {"TILE_M": 64, "CLUSTER_M": 1, "SCHEDULE": "pingpong"}),
     ],

@@ -110,8 +110,8 @@ def test_the_source_is_pasted_whole_and_the_flags_carry_the_point(load):
     flags = dict(f[2:].split("=", 1) for f in lib.flags if f.startswith("-DKF_"))
     assert flags == {
         "KF_ELEM": "1", "KF_TILE_M": "128", "KF_TILE_N": "128", "KF_TILE_K": "64",
-        "KF_CLUSTER_M": "2", "KF_CLUSTER_N": "1", "KF_SCHEDULE": "1", "KF_STAGES": "0",
-        "KF_STORE": "0",
+        "KF_CLUSTER_M": "2", "KF_CLUSTER_N": "1", "KF_SCHEDULE": "1", "KF_SCHEDULER": "0",
+        "KF_STAGES": "0", "KF_STORE": "0",
     }  # fmt: skip
     assert "-gencode=arch=compute_90a,code=sm_90a" in lib.flags and lib.headers == (CUTLASS_PIN,)
 
@@ -179,6 +179,7 @@ def test_run_refuses_cpu_tensors_with_a_clear_message(load):
         ((512, 1024, 512), {"STORE": "quad"}),
         ((512, 1024, 512), {"TILE_M": 64, "CLUSTER_M": 1, "SCHEDULE": "pingpong"}),
         ((256, 4096, 3584), {"TILE_M": 256, "TILE_N": 128, "CLUSTER_M": 1, "CLUSTER_N": 2}),
+        ((300, 2816, 4104), {"SCHEDULER": "streamk"}),  # split tiles, added before the epilogue
     ],
 )
 def test_the_built_kernel_is_correct_on_the_gpu(shape, changes):

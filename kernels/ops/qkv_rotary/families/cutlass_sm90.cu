@@ -12,6 +12,8 @@
 // two adjacent first-half values and, 8 columns on, their second halves: it rotates them in
 // registers and stores each half's two outputs in 4 bytes, into the heads' natural order
 // (out is the op's output for every layout). The bias (same interleave) is added first.
+// KF_HEAD_DIM is D (the candidate's HEAD_DIM): where a tile holds whole heads, each thread
+// loads a row's cos/sin once for every head in it.
 
 namespace kf {
 
@@ -39,7 +41,7 @@ class RotaryEpilogue : public RegisterEpilogueBase {
     // Whole 16-row groups per head; 4-byte stores and cos/sin loads: even strides, aligned.
     auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; };
     return args.ptr_out != nullptr && args.cos != nullptr && args.sin != nullptr &&
-           args.head_dim > 0 && args.head_dim % 16 == 0 &&
+           args.head_dim == KF_HEAD_DIM && args.head_dim % 16 == 0 &&
            get<1>(problem_shape) % args.head_dim == 0 && args.rotated % args.head_dim == 0 &&
            args.ldo % 2 == 0 && args.ldcs % 2 == 0 && aligned(args.ptr_out) &&
            aligned(args.cos) && aligned(args.sin) && (args.bias == nullptr || aligned(args.bias));
@@ -60,37 +62,135 @@ class RotaryEpilogue : public RegisterEpilogueBase {
                                               tiled_mma, thread_idx);
     CUTE_STATIC_ASSERT_V(size(thread_coords) == size(accumulators));
     static_assert(cute::is_static<FrgLayout>::value, "accumulator layout must be static");
-    const int d = params.head_dim;
-    const int half = d / 2;
-    for_each_pair(
-        thread_coords, accumulators, m_size, n_size,
-        [&](int m, int n, float a1, float b1, float a2, float b2) {  // halves: j, j+1; second
-          if (params.bias != nullptr) {  // n even: each half's pair is one 4-byte word
-            const auto first = unpacked(params.bias + n), second = unpacked(params.bias + n + 8);
-            a1 += first[0];
-            b1 += first[1];
-            a2 += second[0];
-            b2 += second[1];
-          }
-          const int head = n / d;
-          const int c = n - head * d;
-          const int j = (c / 16) * 8 + (c & 7);  // this pair's first output within the half
-          Element* row = params.ptr_out + static_cast<int64_t>(m) * params.ldo + head * d + j;
-          if (n < params.rotated) {
-            const int64_t at = static_cast<int64_t>(m) * params.ldcs + j;  // j even: aligned
-            const auto cs = unpacked(params.cos + at), sn = unpacked(params.sin + at);
-            *reinterpret_cast<uint32_t*>(row) =
-                packed(a1 * cs[0] - a2 * sn[0], b1 * cs[1] - b2 * sn[1]);
-            *reinterpret_cast<uint32_t*>(row + half) =
-                packed(a2 * cs[0] + a1 * sn[0], b2 * cs[1] + b1 * sn[1]);
-          } else {
-            *reinterpret_cast<uint32_t*>(row) = packed(a1, b1);
-            *reinterpret_cast<uint32_t*>(row + half) = packed(a2, b2);
-          }
-        });
+    if constexpr (kTileHoldsWholeHeads) {
+      rotate_by_rows(thread_coords, accumulators, m_size, n_size);
+    } else {
+      for_each_pair(thread_coords, accumulators, m_size, n_size,
+                    [&](int m, int n, float a1, float b1, float a2, float b2) {
+                      const int j = first_output(n);
+                      const int64_t at = static_cast<int64_t>(m) * params.ldcs + j;
+                      const uint32_t cs = n < params.rotated ? word(params.cos + at) : 0;
+                      const uint32_t sn = n < params.rotated ? word(params.sin + at) : 0;
+                      const bool bias = params.bias != nullptr;  // n even: one word a half
+                      store_pair(m, n, j, a1, b1, a2, b2, cs, sn, bias ? word(params.bias + n) : 0,
+                                 bias ? word(params.bias + n + 8) : 0);
+                    });
+    }
   }
 
  private:
+  static constexpr int kHeadDim = KF_HEAD_DIM;
+  // A tile of whole heads (TILE_N a multiple of D) reads the same cos/sin for every head in
+  // it: each thread loads a row's D/16 pairs of cos and of sin once, all together (one memory
+  // latency per row, where loads issued pair by pair stalled the epilogue on each: the
+  // accumulators leave few registers to run ahead with), and uses them for every head.
+  static constexpr bool kTileHoldsWholeHeads = KF_TILE_N % kHeadDim == 0;
+  static constexpr int kGroups = kHeadDim / 16;  // 16-column groups per head: 8 pairs of j
+
+  // Where column n's pair (j, j + 1) starts within the half head, with n's head.
+  CUTLASS_DEVICE static int first_output(int n) {
+    const int c = n % kHeadDim;
+    return (c / 16) * 8 + (c & 7);
+  }
+
+  CUTLASS_DEVICE static uint32_t word(Element const* p) {
+    return __ldg(reinterpret_cast<unsigned int const*>(p));
+  }
+
+  CUTLASS_DEVICE static cutlass::Array<float, 2> floats(uint32_t word) {
+    return cutlass::NumericArrayConverter<float, Element, 2>{}(
+        reinterpret_cast<cutlass::Array<Element, 2> const&>(word));
+  }
+
+  // One pair's outputs: the bias added, q's and k's heads (n < rotated) turned by (cos, sin),
+  // each half's two outputs stored in one 4-byte word, in the head's natural order.
+  CUTLASS_DEVICE void store_pair(int m, int n, int j, float a1, float b1, float a2, float b2,
+                                 uint32_t cos_word, uint32_t sin_word, uint32_t bias_first,
+                                 uint32_t bias_second) const {
+    if (params.bias != nullptr) {
+      const auto first = floats(bias_first), second = floats(bias_second);
+      a1 += first[0];
+      b1 += first[1];
+      a2 += second[0];
+      b2 += second[1];
+    }
+    Element* row = params.ptr_out + static_cast<int64_t>(m) * params.ldo + (n - n % kHeadDim) + j;
+    if (n < params.rotated) {
+      const auto cs = floats(cos_word), sn = floats(sin_word);
+      *reinterpret_cast<uint32_t*>(row) =
+          packed(a1 * cs[0] - a2 * sn[0], b1 * cs[1] - b2 * sn[1]);
+      *reinterpret_cast<uint32_t*>(row + kHeadDim / 2) =
+          packed(a2 * cs[0] + a1 * sn[0], b2 * cs[1] + b1 * sn[1]);
+    } else {
+      *reinterpret_cast<uint32_t*>(row) = packed(a1, b1);
+      *reinterpret_cast<uint32_t*>(row + kHeadDim / 2) = packed(a2, b2);
+    }
+  }
+
+  // for_each_pair's walk (the same accumulator layout and checks), taken row by row: a block
+  // of the accumulator (one wgmma atom's tile) holds two rows per thread (values 0, 1 and 4, 5
+  // of each 8 on one, 2, 3 and 6, 7 on the other, 8 rows on), 16 columns per 8 values. Each
+  // row's cos/sin are loaded before any of its pairs is computed.
+  template <class Coords, class Accumulators>
+  CUTLASS_DEVICE void rotate_by_rows(Coords const& coords, Accumulators const& acc, int m_size,
+                                     int n_size) const {
+    constexpr int kBlock = size<0>(Accumulators{}.layout());
+    static_assert(kBlock % 8 == 0 && size(Accumulators{}.layout()) % kBlock == 0 &&
+                      (kBlock / 8) % kGroups == 0,
+                  "a wgmma atom of whole heads expected");
+    constexpr int kPairs = kBlock / 8;  // a row's pairs in one block
+    // A block's bias words, loaded once for both its rows, all at once: 16 registers for a
+    // 128-column tile; a 256-column one (on top of 128 accumulators) would spill, so each of
+    // its pairs loads its own.
+    constexpr bool kBiasAhead = kPairs <= 8;
+    CUTLASS_PRAGMA_UNROLL
+    for (int b = 0; b < size(acc); b += kBlock) {
+      uint32_t bias_words[kBiasAhead ? 2 * kPairs : 1];
+      if constexpr (kBiasAhead) {
+        const int n_first = get<1>(coords(b));
+        CUTLASS_PRAGMA_UNROLL
+        for (int k = 0; k < 2 * kPairs; ++k) {
+          const int n = n_first + 8 * k;
+          bias_words[k] = params.bias != nullptr && n < n_size ? word(params.bias + n) : 0;
+        }
+      }
+      CUTLASS_PRAGMA_UNROLL
+      for (int r = 0; r < 4; r += 2) {
+        const int m = get<0>(coords(b + r));
+        const int n0 = get<1>(coords(b + r));
+        if (n0 % kHeadDim >= 8) __trap();  // a block's first pair starts a head's group 0
+        uint32_t cos_words[kGroups], sin_words[kGroups];
+        CUTLASS_PRAGMA_UNROLL
+        for (int g = 0; g < kGroups; ++g) {
+          const int64_t at = static_cast<int64_t>(m) * params.ldcs + g * 8 + (n0 & 7);
+          const bool load = m < m_size;
+          cos_words[g] = load ? word(params.cos + at) : 0;
+          sin_words[g] = load ? word(params.sin + at) : 0;
+        }
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = b; i < b + kBlock; i += 8) {
+          const auto first_at = coords(i + r);
+          const auto second_at = coords(i + r + 4);
+          const int n = get<1>(first_at);
+          const int g = ((i - b) / 8) % kGroups;  // the pair's group, the same in every head
+          if (get<0>(first_at) != m || get<1>(second_at) != n + 8 ||
+              get<0>(second_at) != m || get<1>(coords(i + r + 1)) != n + 1 ||
+              n != n0 + 2 * (i - b)) {
+            __trap();  // a layout other than wgmma's would pair the wrong columns
+          }
+          if (m < m_size && n < n_size) {
+            const int k = (i - b) / 8;
+            const bool load = !kBiasAhead && params.bias != nullptr;
+            store_pair(m, n, g * 8 + (n & 7), acc(i + r), acc(i + r + 1), acc(i + r + 4),
+                       acc(i + r + 5), cos_words[g], sin_words[g],
+                       kBiasAhead ? bias_words[2 * k] : load ? word(params.bias + n) : 0,
+                       kBiasAhead ? bias_words[2 * k + 1] : load ? word(params.bias + n + 8) : 0);
+          }
+        }
+      }
+    }
+  }
+
   Params params;
 };
 

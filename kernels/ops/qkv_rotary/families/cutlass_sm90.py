@@ -11,7 +11,8 @@ in its natural order, straight from registers. Compiled, PyTorch runs the projec
 GEMMs and the rotation (and the layout attention wants) as passes over their outputs.
 
 Which of the weight's rows are q's, k's and v's is the problem's (H, HKV, D): a candidate is
-rendered with H and HKV as constants (the op's sweep keeps them). The alignment rule is the
+rendered with them as constants (the op's sweep keeps them); D is the C++'s too, so a tile of
+whole heads loads each row's cos/sin once for all of them. The alignment rule is the
 swiglu family's: K a multiple of 8 elements (TMA), else run() zero-pads K into aligned copies,
 a correctness path for odd sweep shapes that check() refuses for a problem's own shape.
 """
@@ -38,7 +39,12 @@ CUDA_SOURCE = cuda_source(SOURCE)
 
 # The candidate after kernels/epilogue_gemm.py's CANDIDATE_HEAD.
 OP_PART = '''
-LIBRARY = CudaLibrary("kf_qkv_rotary_cutlass_sm90", CUDA_SOURCE, tile_flags(), headers=(CUTLASS,))
+LIBRARY = CudaLibrary(
+    "kf_qkv_rotary_cutlass_sm90",
+    CUDA_SOURCE,
+    (*tile_flags(), f"-DKF_HEAD_DIM={HEAD_DIM}"),
+    headers=(CUTLASS,),
+)
 ABI_VERSION = 1
 
 # The C prototypes in CUDA_SOURCE, as the harness binds them ("tensor": the tensor's address).
@@ -100,10 +106,13 @@ def run(x, w, cos, sin, *bias, out):
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[DTYPE]
     if any(t.dtype != dtype for t in (x, w, cos, sin, out, *bias)):
         raise TypeError(f"this candidate is built for {DTYPE} tensors only")
+    if 2 * cos.shape[1] != HEAD_DIM or out.shape[1] != (HEADS + 2 * KV_HEADS) * HEAD_DIM:
+        raise ValueError(
+            f"built for {HEADS} q heads and {KV_HEADS} k/v heads of {HEAD_DIM}: "
+            f"out {tuple(out.shape)}, cos {tuple(cos.shape)}"
+        )
     if not out.is_cuda:
         raise RuntimeError("qkv_rotary_cutlass_sm90 runs on CUDA tensors only (an sm_90 GPU)")
-    if out.shape[1] != (HEADS + 2 * KV_HEADS) * 2 * cos.shape[1]:
-        raise ValueError(f"built for {HEADS} q heads and {KV_HEADS} k/v heads: out {out.shape}")
     b = bias[0] if bias else None
     with torch.cuda.device(out.device):
         if fast_path_blocker(x, w, cos, sin, b, out) is None:
@@ -133,12 +142,14 @@ class CutlassSm90QkvRotary(EpilogueGemmFamily):
         return dict(DEFAULT_TILE)
 
     def starting_points(self, problem: Problem) -> list[dict[str, Any]]:
-        """The swiglu family's leaders (the same GEMM, a lighter epilogue). None for a few
-        rows (decode), where the dual family streams the weights."""
+        """The swiglu family's leaders (the same GEMM, a lighter epilogue), and the default
+        tile under stream-K: q/k/v's N is a few heads, so whole tiles leave SMs idle in the
+        last wave. None for a few rows (decode), where the dual family streams the weights."""
         if problem.shape[0] <= SMALL_M:
             return []
         changes: list[dict[str, Any]] = [
             {},
+            {"SCHEDULER": "streamk"},
             PINGPONG,
             {"TILE_M": 64, "CLUSTER_M": 1, "SCHEDULE": "pingpong"},
         ]
@@ -146,5 +157,5 @@ class CutlassSm90QkvRotary(EpilogueGemmFamily):
         return [p for p in points if self.check(problem, p) is None]
 
     def fixed(self, problem: Problem) -> dict[str, Any]:
-        _, h, hkv, _, _ = problem.shape
-        return {**super().fixed(problem), "HEADS": h, "KV_HEADS": hkv}
+        _, h, hkv, d, _ = problem.shape
+        return {**super().fixed(problem), "HEADS": h, "KV_HEADS": hkv, "HEAD_DIM": d}
