@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from kernels import get_op
-from kernels.ops.matmul.families.cutlass_sm90 import CUTLASS_PIN
 from kernels.epilogue_gemm import PINGPONG
+from kernels.ops.matmul.families.cutlass_sm90 import CUTLASS_PIN
 from kernels.ops.qkv_rotary.families.cutlass_sm90 import (
     CUDA_SOURCE,
     CutlassSm90QkvRotary,
