@@ -69,7 +69,8 @@ def launch(kernel, grid, *args, num_warps=4, num_stages=3, **kwargs):
     if not hasattr(kernel, "params"):  # the CPU interpreter: nothing compiled to reuse
         kernel[grid](*args, **kwargs, num_warps=num_warps, num_stages=num_stages)
         return
-    args = (*args, *[kwargs[name] for name in kernel.arg_names[len(args) :]])
+    rest = kernel.params[len(args) :]  # by keyword, or a parameter's default
+    args = (*args, *[kwargs[p.name] if p.name in kwargs else p.default for p in rest])
     key = (kernel, num_warps, num_stages, *[_spec(v) for v in args])
     try:
         compiled = _COMPILED.get(key)

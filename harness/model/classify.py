@@ -308,7 +308,7 @@ def group_records(
     return sorted(groups.values(), key=lambda g: -g.time_us)
 
 
-FUSIONS = ("swiglu_gate", "qkv_rotary", "matmul_epilogue")
+FUSIONS = ("swiglu_gate", "qkv_rotary", "matmul_epilogue", "matmul_residual")
 
 
 def _signature(problem: Mapping) -> tuple:

@@ -11,6 +11,7 @@ import torch
 from torch import fx
 
 MUL = {operator.mul, torch.mul, torch.Tensor.mul}
+ADD = {operator.add, torch.add, torch.Tensor.add}
 
 
 def calls(node: Any, fns: set, methods: Iterable[str] = ()) -> bool:

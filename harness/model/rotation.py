@@ -20,10 +20,9 @@ from typing import Any
 import torch
 from torch import fx
 
-from harness.model.graph_ops import MUL
+from harness.model.graph_ops import ADD, MUL
 from harness.model.graph_ops import calls as _call
 
-ADD = {operator.add, torch.add, torch.Tensor.add}
 NEG = {operator.neg, torch.neg, torch.Tensor.neg}
 CAT = {torch.cat, torch.concat}
 

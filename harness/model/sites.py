@@ -9,6 +9,9 @@ every node's module call in `meta["nn_module_stack"]` (a module called twice get
     matmul       a Linear layer: linear(x, W[, b]) with W a parameter
     matmul_epilogue  a biased Linear whose only use is relu, silu or GELU: one matmul
                  problem with both in its epilogue ("NT+bias+gelu")
+    matmul_residual  a Linear whose only use is an add of another tensor of its output's
+                 shape and dtype (a residual connection, `x + o_proj(h)`): one matmul problem
+                 that adds it in its epilogue ("NT[+bias]+res")
     swiglu_gate  silu(linear(x, Wg)) * linear(x, Wu): a SwiGLU MLP's gate and up; with Wg
                  and Wu parameters (N a multiple of 8) as one interleaved weight, layout i8,
                  made when the site is rewritten
@@ -57,7 +60,7 @@ from harness.model.classify import (
     problem_for_module,
     validated,
 )
-from harness.model.graph_ops import MUL
+from harness.model.graph_ops import ADD, MUL
 from harness.model.graph_ops import calls as _is
 from harness.model.rotation import Rotation
 from kernels.dual_gemm import SMALL_M
@@ -79,7 +82,8 @@ GELU = {F.gelu, torch._C._nn.gelu}
 
 @dataclass
 class Site:
-    kind: str  # matmul | matmul_epilogue | swiglu_gate | qkv_rotary | decode_attention | module
+    kind: str  # matmul | matmul_epilogue | matmul_residual | swiglu_gate | qkv_rotary |
+    # decode_attention | module
     problem: Problem
     where: tuple[str, ...]  # module paths, for people
     covers: tuple[str, ...] = ()  # matmul keys of the Linear layers this computes
@@ -217,6 +221,11 @@ def _rows(x: torch.Tensor) -> torch.Tensor:
 def _call_matmul(op, x, w, bias=None):
     inputs = [_rows(x), w] if bias is None else [_rows(x), w, bias]
     return (op(inputs).view(*x.shape[:-1], w.shape[0]),)
+
+
+def _call_matmul_residual(op, x, w, *rest):  # rest: [bias,] residual
+    *bias, residual = rest
+    return (op([_rows(x), w, *bias, _rows(residual)]).view(*x.shape[:-1], w.shape[0]),)
 
 
 def _call_swiglu_gate(op, x, w_gate, w_up):
@@ -398,6 +407,51 @@ def _epilogue_sites(linears) -> list[Site]:
                 (act,),
                 frozenset({node, act}),
                 _call_matmul,
+            )
+        )
+    return sites
+
+
+def _residual_sites(g: _Graph, linears) -> list[Site]:
+    """A Linear whose only use is an add of a tensor of its own shape and dtype: one GEMM
+    that writes the sum (a matmul problem "NT[+bias]+res"), where PyTorch writes the product
+    and a second pass reads it back. An add that broadcasts, scales (alpha) or works in
+    place is left as it is, and so is a decode step's (at most SMALL_M rows): its add is a
+    few rows, and its GEMM is the weight-streaming families', which add no residual."""
+    sites = []
+    for node, x, bias, problem in linears:
+        if problem.shape[0] <= SMALL_M:
+            continue
+        add = _only_user(node)
+        if add is None or not _is(add, ADD, ("add",)) or len(add.args) != 2 or add.kwargs:
+            continue
+        other = add.args[1] if add.args[0] is node else add.args[0]
+        if other is node or not isinstance(other, fx.Node):
+            continue
+        mine, theirs = g.value(node), g.value(other)
+        if (
+            not isinstance(theirs, torch.Tensor)
+            or g.shape(other) is None
+            or g.shape(other) != g.shape(node)
+            or theirs.dtype != mine.dtype
+        ):
+            continue
+        tf32 = TF32 if is_tf32(problem.layout) else ""
+        layout = f"{problem.layout.removesuffix(TF32)}+res{tf32}"  # NT[+bias]+res[+tf32]
+        fused, _ = validated("matmul", problem.shape, problem.dtype, layout)
+        if fused is None:
+            continue
+        w = node.args[1] if len(node.args) > 1 else node.kwargs["weight"]
+        sites.append(
+            Site(
+                "matmul_residual",
+                fused,
+                (_where(node),),
+                (problem.key,),
+                (x, w, other) if bias is None else (x, w, bias, other),
+                (add,),
+                frozenset({node, add}),
+                _call_matmul_residual,
             )
         )
     return sites
@@ -833,6 +887,7 @@ def find_sites(gm: fx.GraphModule, example_inputs, model: torch.nn.Module) -> li
         *_qkv_sites(g, linears, regions),
         *_decode_attention_sites(g),
         *_epilogue_sites(linears),
+        *_residual_sites(g, linears),
         *_matmul_sites(linears),
         *_module_sites(g, regions),
     ]

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 import kernels
 from harness.model import ops as kernel_ops
-from harness.model.classify import plan_groups
+from harness.model.classify import FUSIONS, plan_groups
 from harness.model.sites import Prepared
 from harness.model.substitute import Substituting, compile_options
 from harness.results import DeviceInfo
@@ -297,6 +297,25 @@ def test_a_biased_linear_and_its_activation_are_one_gemm_with_an_epilogue():
     ]
 
 
+def test_a_linear_whose_only_use_is_a_residual_add_is_one_gemm_that_adds_it():
+    model, inputs = _example("qwen2_block")
+    fused = [s for s in _sites(model, inputs) if s.kind == "matmul_residual"]
+    assert [(s.key, s.where, s.covers) for s in fused] == [
+        ("matmul/64x256x256/bf16/NT+res", ("self_attn.o_proj",), ("matmul/64x256x256/bf16/NT",)),
+        ("matmul/64x256x1024/bf16/NT+res", ("down_proj",), ("matmul/64x256x1024/bf16/NT",)),
+    ]
+    # GPT-J's parallel block adds attention's output to x, then the biased MLP's to that.
+    model, inputs = _example("gptj_block")
+    fused = [s for s in _sites(model, inputs) if s.kind == "matmul_residual"]
+    assert [s.key for s in fused] == [
+        "matmul/64x256x256/bf16/NT+res",
+        "matmul/64x256x1024/bf16/NT+bias+res",
+    ]
+    # A decode step's rows stay the weight-streaming GEMM's: no residual site.
+    model, inputs = _example("llama_decode")
+    assert not [s for s in _sites(model, inputs) if s.kind == "matmul_residual"]
+
+
 @pytest.mark.parametrize(
     "example",
     [
@@ -313,9 +332,7 @@ def test_the_rewritten_model_matches_and_calls_every_op_once_per_site(example):
     model, inputs = _example(example)
     backend, rel = _rewritten(model, inputs, _sites(model, inputs))
     assert rel < 2e-2  # bf16 end to end, the model's own rounding steps skipped
-    fusions = [
-        s for s in backend.replaced if s.kind in ("swiglu_gate", "qkv_rotary", "matmul_epilogue")
-    ]
+    fusions = [s for s in backend.replaced if s.kind in FUSIONS]
     assert fusions and all(kernel_ops.hits[s.key] >= 1 for s in backend.replaced)
     # A rotary call the qkv fusion took is not substituted again on its own.
     rotary_alone = [s for s in backend.replaced if s.key.startswith("rotary/")]

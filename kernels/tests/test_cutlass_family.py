@@ -21,7 +21,7 @@ from kernels.ops.matmul.families.cutlass_sm90 import (
     CUTLASS_PIN,
     CutlassSm90Matmul,
 )
-from kernels.ops.matmul.op import apply_activation, split_layout
+from kernels.ops.matmul.op import apply_activation, has_residual, split_layout
 from kernels.problem import Problem
 
 FAMILY = CutlassSm90Matmul()
@@ -49,8 +49,8 @@ class FakeFunction:
 
 
 class FakeLibrary:
-    def __init__(self):
-        self.kf_abi_version = FakeFunction(1)
+    def __init__(self, abi_version=2):  # matmul's kf_gemm ABI
+        self.kf_abi_version = FakeFunction(abi_version)
         self.kf_gemm = FakeFunction(0)
         self.kf_workspace_size = FakeFunction(0)
         self.kf_last_error = FakeFunction("")
@@ -61,7 +61,7 @@ def fake_library(entry: str) -> type:
     """A FakeLibrary whose kernel's entry point is `entry` (the ops' other CUTLASS families)."""
 
     def init(self):
-        FakeLibrary.__init__(self)
+        FakeLibrary.__init__(self, abi_version=1)
         setattr(self, entry, FakeFunction(0))
 
     return type(f"FakeLibrary_{entry}", (FakeLibrary,), {"__init__": init})
@@ -135,7 +135,9 @@ def test_the_source_is_pasted_whole_and_the_render_is_deterministic():
         ("NT+bias", {"KF_A_K_MAJOR": "1", "KF_B_K_MAJOR": "1", "KF_BIAS": "1", "KF_ACT": "0"}),
         ("TN+bias+gelu", {"KF_A_K_MAJOR": "0", "KF_B_K_MAJOR": "0", "KF_ACT": "3"}),
         ("NN+bias+silu", {"KF_BIAS": "1", "KF_ACT": "2"}),
-        ("NT+bias+gelu_erf", {"KF_BIAS": "1", "KF_ACT": "4"}),
+        ("NT+bias+gelu_erf", {"KF_BIAS": "1", "KF_ACT": "4", "KF_RES": "0"}),
+        ("NT+res", {"KF_BIAS": "0", "KF_ACT": "0", "KF_RES": "1"}),
+        ("NN+bias+res", {"KF_B_K_MAJOR": "0", "KF_BIAS": "1", "KF_RES": "1"}),
     ],
 )
 def test_the_flags_carry_layout_epilogue_and_point(load, layout, expected):
@@ -187,13 +189,24 @@ def test_the_kernel_gets_the_tensors_strides_and_stream_in_prototype_order(load)
     stream = types.SimpleNamespace(cuda_stream=1234)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(module.torch.cuda, "current_stream", lambda device=None: stream)
-        module._launch(a, b, None, out)
-        (args,) = module._LIB.kf_gemm.calls
-        assert args[:4] == (a, b, out, None) and args[4:10] == (64, 128, 256, 256, 128, 128)
-        assert args[-3:] == (None, 0, 1234)
+        module._launch(a, b, None, None, out)
+        residual = torch.zeros(64, 136)[:, :128]
+        module._launch(a, b, None, residual, out)
+        plain, added = module._LIB.kf_gemm.calls
+        assert plain[:5] == (a, b, out, None, None) and plain[5:12] == (
+            64,
+            128,
+            256,
+            256,
+            128,
+            128,
+            0,
+        )
+        assert added[4] is residual and added[11] == 136
+        assert plain[-3:] == (None, 0, 1234)
         module._LIB.kf_gemm.result, module._LIB.kf_last_error.result = 7, "misaligned"
         with pytest.raises(RuntimeError, match=r"kf_cutlass_sm90: misaligned \(code 7\)"):
-            module._launch(a, b, None, out)
+            module._launch(a, b, None, None, out)
 
 
 def _logical(a, b, layout):
@@ -203,7 +216,12 @@ def _logical(a, b, layout):
 
 @pytest.mark.parametrize(
     ("shape", "layout"),
-    [((3, 5, 7), "NN"), ((17, 33, 65), "TN+bias+relu"), ((9, 20, 13), "NT+bias+gelu")],
+    [
+        ((3, 5, 7), "NN"),
+        ((17, 33, 65), "TN+bias+relu"),
+        ((9, 20, 13), "NT+bias+gelu"),
+        ((9, 20, 13), "TN+bias+res"),
+    ],
 )
 def test_odd_shapes_take_the_padded_path_and_stay_exact(load, shape, layout):
     """The padded path hands the kernel only aligned operands and keeps the valid part; the
@@ -213,21 +231,22 @@ def test_odd_shapes_take_the_padded_path_and_stay_exact(load, shape, layout):
     op = get_op("matmul")
     inputs = op.make_inputs(prob, seed=3, device="cpu")
     a, b = inputs[0], inputs[1]
-    bias = inputs[2] if len(inputs) == 3 else None
     _, has_bias, activation = split_layout(layout)
+    bias = inputs[2] if has_bias else None
+    residual = inputs[-1] if has_residual(layout) else None
     seen = []
 
-    def kernel(a_p, b_p, bias_p, out_p):
-        assert module.fast_path_blocker(a_p, b_p, bias_p, out_p) is None
+    def kernel(a_p, b_p, bias_p, residual_p, out_p):
+        assert module.fast_path_blocker(a_p, b_p, bias_p, residual_p, out_p) is None
         seen.append((tuple(a_p.shape), tuple(b_p.shape), tuple(out_p.shape)))
         x, y = _logical(a_p.float(), b_p.float(), layout)
-        c = x @ y + (bias_p.float() if has_bias else 0)
-        out_p.copy_(apply_activation(c, activation))
+        c = apply_activation(x @ y + (bias_p.float() if has_bias else 0), activation)
+        out_p.copy_(c + (residual_p.float() if residual_p is not None else 0))
 
     module._launch = kernel
     out = torch.full((shape[0], shape[1]), float("nan"), dtype=torch.float16)
-    assert module.fast_path_blocker(a, b, bias, out) is not None
-    module._run_padded(a, b, bias, out)
+    assert module.fast_path_blocker(a, b, bias, residual, out) is not None
+    module._run_padded(a, b, bias, residual, out)
     ref = op.reference(prob, *inputs)
     assert torch.allclose(out.double(), ref, rtol=4e-3, atol=2e-3)
     assert len(seen) == 1 and all(s % 8 == 0 for s in seen[0][2][1:])
@@ -239,10 +258,12 @@ def test_aligned_tensors_take_the_fast_path_and_views_do_not(load):
     a = torch.zeros(64, 256, dtype=torch.bfloat16)
     b = torch.zeros(256, 128, dtype=torch.bfloat16)
     out = torch.zeros(64, 128, dtype=torch.bfloat16)
-    assert module.fast_path_blocker(a, b, None, out) is None
-    assert "a" in module.fast_path_blocker(a[:, 1:], b, None, out)  # base off 16 bytes
-    assert "b" in module.fast_path_blocker(a, b.T.contiguous().T, None, out)  # column-major
-    assert "bias" in module.fast_path_blocker(a, b, torch.zeros(256)[::2], out)
+    assert module.fast_path_blocker(a, b, None, None, out) is None
+    assert "a" in module.fast_path_blocker(a[:, 1:], b, None, None, out)  # base off 16 bytes
+    assert "b" in module.fast_path_blocker(a, b.T.contiguous().T, None, None, out)  # col-major
+    assert "bias" in module.fast_path_blocker(a, b, torch.zeros(256)[::2], None, out)
+    assert module.fast_path_blocker(a, b, None, torch.zeros_like(out), out) is None
+    assert "residual" in module.fast_path_blocker(a, b, None, torch.zeros(64, 129)[:, 1:], out)
 
 
 def test_run_refuses_cpu_tensors_with_a_clear_message(load):
@@ -280,6 +301,10 @@ BATCHED = {
         ((17, 33, 65), "NT+bias+gelu", BATCHED),  # the padded path through batched split-K
         ((12608, 3072, 768), "NT+bias+gelu_erf", {}),  # ViT-B/16's fc1, exact GELU
         ((64, 3072, 768), "NT+bias+gelu_erf", BATCHED),
+        ((2048, 3584, 3584), "NT+res", {}),  # Qwen2-7B's o_proj with its residual
+        ((300, 1024, 4104), "NT+bias+res", {"SCHEDULER": "streamk", "DECOMPOSITION": "heuristic"}),
+        ((128, 1536, 7168), "NN+res", {"TILE_N": 128, "SCHEDULE": "pingpong"}),
+        ((17, 33, 65), "NT+bias+res", BATCHED),  # padded, the residual added by the reduce
     ],
 )
 def test_the_built_kernel_is_correct_on_the_gpu(shape, layout, changes):

@@ -5,7 +5,10 @@ Shape (M, N, K). The layout names how A and B are stored, row-major:
   "TN": a is stored transposed, (K, M)
 An optional fused epilogue follows with "+": "+bias" adds a bias of shape (N,), and
 "+bias+relu" / "+bias+silu" / "+bias+gelu" (tanh form) / "+bias+gelu_erf" (exact, erf form:
-nn.GELU()'s default) apply an activation after it.
+nn.GELU()'s default) apply an activation after it. "+res" / "+bias+res" add a residual of
+shape (M, N), the last input, after the bias: a transformer's `x + o_proj(h)` and
+`x + down_proj(h)` written by the GEMM itself, where PyTorch writes the product and a second
+pass reads it back.
 
 fp32 is taken as a model that allows TF32 runs it (torch.backends.cuda.matmul.allow_tf32, or
 torch.set_float32_matmul_precision("high")): its layout ends in "+tf32", the baseline runs
@@ -29,7 +32,17 @@ import torch
 from kernels.problem import Family, Op, OutputSpec, Problem, ProblemError, Tolerance
 
 OPERAND_LAYOUTS = ("NN", "NT", "TN")
-EPILOGUES = ("", "+bias", "+bias+relu", "+bias+silu", "+bias+gelu", "+bias+gelu_erf")
+EPILOGUES = (
+    "",
+    "+bias",
+    "+bias+relu",
+    "+bias+silu",
+    "+bias+gelu",
+    "+bias+gelu_erf",
+    "+res",
+    "+bias+res",
+)
+RESIDUAL = "res"
 ACTIVATIONS = ("none", "relu", "silu", "gelu", "gelu_erf")
 TF32 = "+tf32"
 
@@ -62,6 +75,11 @@ def split_layout(layout: str) -> tuple[str, bool, str]:
     return parts[0], "bias" in parts[1:], next((p for p in parts[1:] if p in ACTIVATIONS), "none")
 
 
+def has_residual(layout: str) -> bool:
+    """ "NT+bias+res" -> True: the last input is a residual (M, N) added to the output."""
+    return RESIDUAL in layout.split("+")[1:]
+
+
 def apply_activation(x: torch.Tensor, activation: str) -> torch.Tensor:
     if activation == "relu":
         return torch.relu(x)
@@ -79,7 +97,7 @@ class MatmulOp(Op):
     dims = ("M", "N", "K")
     dtypes = ("fp16", "bf16", "fp32")
     layouts = tuple(ab + epi for epi in EPILOGUES for ab in OPERAND_LAYOUTS)
-    description = "C = A @ B (+ bias, activation); fp32 accumulation; fp32 inputs as TF32"
+    description = "C = A @ B (+ bias, activation, residual); fp32 accumulation; fp32 inputs as TF32"
 
     def layout_note(self) -> str:
         return f"fp32 takes any of them followed by {TF32} (TF32, as the model allows it)"
@@ -106,7 +124,7 @@ class MatmulOp(Op):
         operands, has_bias, _ = split_layout(problem.layout)
         a = (k, m) if operands[0] == "T" else (m, k)
         b = (n, k) if operands[1] == "T" else (k, n)
-        return [a, b, (n,)] if has_bias else [a, b]
+        return [a, b] + [(n,)] * has_bias + [(m, n)] * has_residual(problem.layout)
 
     def output_spec(self, problem: Problem) -> OutputSpec:
         m, n, _ = problem.shape
@@ -115,12 +133,13 @@ class MatmulOp(Op):
     def make_inputs(self, problem, *, seed, device):
         gen = torch.Generator(device=device).manual_seed(seed)
         k = problem.shape[2]
-        # Scale so that every output element is ~N(0, 1) whatever K is.
+        # Scale the operands so that every product element is ~N(0, 1) whatever K is; the
+        # bias and the residual are N(0, 1) themselves.
         scale = k**-0.25
         tensors = []
-        for shape in self.input_shapes(problem):
+        for i, shape in enumerate(self.input_shapes(problem)):
             t = torch.randn(shape, generator=gen, device=device, dtype=torch.float32)
-            tensors.append((t * (scale if len(shape) == 2 else 1.0)).to(problem.torch_dtype))
+            tensors.append((t * (scale if i < 2 else 1.0)).to(problem.torch_dtype))
         return tuple(tensors)
 
     def adversarial_inputs(self, problem, *, seed, device):
@@ -150,10 +169,16 @@ class MatmulOp(Op):
             "zero_one": tuple(ints(s) for s in shapes[:2]),
             "dynamic_range": (ranged(shapes[0], 0, 6), ranged(shapes[1], 1, 4)),
         }
-        if len(shapes) == 3:  # the bias: large, so the epilogue's add and activation matter
-            bias = (4 * torch.randn(shapes[2], generator=gen, device=device)).to(dtype)
-            cases = {name: pair + (bias,) for name, pair in cases.items()}
-        return cases
+        # The bias and the residual: large, so the epilogue's adds and activation matter (a
+        # residual's rows as far apart as A's, which a reduced-precision add would lose).
+        extra = []
+        if split_layout(problem.layout)[1]:
+            extra.append((4 * torch.randn(shapes[2], generator=gen, device=device)).to(dtype))
+        if has_residual(problem.layout):
+            rows = torch.randint(-6, 7, (shapes[-1][0], 1), generator=gen, device=device)
+            residual = torch.randn(shapes[-1], generator=gen, device=device)
+            extra.append((residual * torch.pow(2.0, rows.float())).to(dtype))
+        return {name: pair + tuple(extra) for name, pair in cases.items()}
 
     def _operands(self, problem, a, b):
         operands, _, _ = split_layout(problem.layout)
@@ -167,18 +192,25 @@ class MatmulOp(Op):
         c = a.double() @ b.double()
         if has_bias:
             c = c + inputs[2].double()
-        return apply_activation(c, activation)
+        c = apply_activation(c, activation)
+        return c + inputs[-1].double() if has_residual(problem.layout) else c
 
     def baseline(self, problem, *inputs, out):
         a, b = self._operands(problem, inputs[0], inputs[1])
         _, has_bias, activation = split_layout(problem.layout)
+        residual = has_residual(problem.layout)
         with self.numerics(problem):
             if has_bias:
                 torch.addmm(inputs[2], a, b, out=out)
+            elif residual:  # cuBLAS adds it in its own epilogue (beta = 1)
+                torch.addmm(inputs[-1], a, b, out=out)
+                return
             else:
                 torch.matmul(a, b, out=out)
         if activation != "none":
             out.copy_(apply_activation(out, activation))
+        if residual:  # after the bias: F.linear(x, w, b) + residual, as a model writes it
+            out.add_(inputs[-1])
 
     def flops(self, problem):
         m, n, k = problem.shape
@@ -190,10 +222,12 @@ class MatmulOp(Op):
         return elt * sum(math.prod(s) for s in shapes)
 
     def unfused_bytes(self, problem):
-        # The activation's pass over C: cuBLAS adds a bias in its epilogue, not an activation.
+        # The activation's pass over C (cuBLAS adds a bias in its epilogue, not an
+        # activation); a residual's add writes the product and reads it back, where the
+        # fused GEMM reads the residual it would have read anyway.
         m, n, _ = problem.shape
-        activated = split_layout(problem.layout)[2] != "none"
-        return 2 * m * n * problem.torch_dtype.itemsize if activated else 0
+        passes = (split_layout(problem.layout)[2] != "none") + has_residual(problem.layout)
+        return 2 * m * n * problem.torch_dtype.itemsize * passes
 
     def tolerance(self, problem):
         # One output rounding (bf16: 2**-9, fp16: 2**-12 relative) plus fp32 summation-order

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kernels.ops.matmul.op import split_layout
+from kernels.ops.matmul.op import has_residual, split_layout
 from kernels.problem import Family, Problem
 from kernels.render import render_module
 
@@ -21,7 +21,13 @@ def fixed_constants(problem: Problem) -> dict[str, Any]:
         "B_TRANS": operands[1] == "T",
         "HAS_BIAS": has_bias,
         "ACTIVATION": activation,
+        "HAS_RESIDUAL": has_residual(problem.layout),
     }
+
+
+def serves_residual(family: Family, layout: str) -> bool:
+    """A "+res" layout only for the families whose epilogue adds it (`residual = True`)."""
+    return getattr(family, "residual", False) or not has_residual(layout)
 
 
 def elt_bytes(problem: Problem) -> int:
@@ -36,6 +42,10 @@ class TritonMatmulFamily(Family):
     """A Triton matmul family: one TEMPLATE, a pipelined A/B tile in shared memory per stage."""
 
     template: str
+    residual = False  # whether the template adds a "+res" layout's residual
+
+    def serves(self, layout: str) -> bool:
+        return serves_residual(self, layout)
 
     def staging_bytes(self, problem: Problem, params: Mapping[str, Any]) -> int:
         """Shared memory beyond the pipelined A/B tiles (e.g. an epilogue buffer)."""

@@ -10,7 +10,7 @@ no cp.async, TMA or wgmma yet; that is the agents' job.
 
 from __future__ import annotations
 
-from kernels.ops.matmul.families.common import fixed_constants
+from kernels.ops.matmul.families.common import fixed_constants, serves_residual
 from kernels.problem import Family, ParamSpace, Problem
 from kernels.render import render_module
 
@@ -181,6 +181,9 @@ class CudaWmmaMatmul(Family):
     op = "matmul"
     backend = "cuda"
     description = "CUDA C++ WMMA starter: shared-memory tiles, fp32 fragments, staged epilogue"
+
+    def serves(self, layout: str) -> bool:
+        return serves_residual(self, layout)
 
     def space(self, problem: Problem) -> ParamSpace:
         return ParamSpace(

@@ -1,6 +1,6 @@
 // One CUTLASS 3.x Hopper GEMM configuration behind a plain C ABI (no torch headers), called by
 // a matmul_cutlass_sm90 candidate through the C types it declares (the harness binds them).
-// D = act(A @ B + bias), fp32 accumulation.
+// D = act(A @ B + bias) + residual, fp32 accumulation.
 //
 // Compile-time configuration (-D flags, set by the candidate's constants):
 //   KF_ELEM        0: bf16, 1: fp16
@@ -15,6 +15,8 @@
 //   KF_STAGES      mainloop stages, 0: as many as fit beside the epilogue
 //   KF_BIAS        1: + bias[N];  KF_ACT  0 none, 1 relu, 2 silu, 3 gelu (tanh form),
 //                  4 gelu (erf form)
+//   KF_RES         1: + residual[M, N] (the epilogue's source C, beta = 1; layouts "+res"
+//                  have no activation, so its place after the activation is moot)
 // Run-time: raster order, swizzle, splits and decomposition (scheduler arguments), sizes,
 // leading dimensions, the stream and the workspace.
 
@@ -36,6 +38,10 @@
 #include "cutlass/gemm/kernel/tile_scheduler.hpp"
 
 using namespace cute;
+
+#ifndef KF_RES
+#define KF_RES 0
+#endif
 
 #if KF_ELEM == 0
 using Element = cutlass::bfloat16_t;
@@ -81,24 +87,30 @@ template <class T> using Activation = cutlass::epilogue::thread::GELU<T>;
 template <class T> using Activation = cutlass::epilogue::thread::Identity<T>;
 #endif
 
-// No source matrix C (beta is always 0): ElementC = void, so nothing is loaded for it.
-// Batched split-K writes plain fp32 partials; its reduce kernel applies bias and activation.
+// The source matrix C is the residual (beta = 1) or none (ElementC = void: nothing loaded).
+// Batched split-K writes plain fp32 partials; its reduce kernel applies bias, activation
+// and residual.
+#if KF_RES && KF_SCHEDULER != 2
+using ElementC = Element;
+#else
+using ElementC = void;
+#endif
 #if KF_SCHEDULER == 2
 using ElementOut = float;
 using Fusion = cutlass::epilogue::fusion::LinearCombination<float, float, void, float>;
 #elif KF_BIAS
 using ElementOut = Element;
 using Fusion = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<
-    Activation, Element, float, Element, void, float>;
+    Activation, Element, float, Element, ElementC, float>;
 #else
 using ElementOut = Element;
-using Fusion = cutlass::epilogue::fusion::LinearCombination<Element, float, void, float>;
+using Fusion = cutlass::epilogue::fusion::LinearCombination<Element, float, ElementC, float>;
 #endif
 constexpr int kAlignmentOut = 16 / sizeof(ElementOut);
 
 using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-    cutlass::epilogue::collective::EpilogueTileAuto, Accumulator, float, void, LayoutD,
+    cutlass::epilogue::collective::EpilogueTileAuto, Accumulator, float, ElementC, LayoutD,
     kAlignmentOut, ElementOut, LayoutD, kAlignmentOut, EpilogueSchedule, Fusion>::CollectiveOp;
 
 #if KF_STAGES == 0
@@ -121,11 +133,13 @@ using Arguments = typename Gemm::Arguments;
 
 namespace kf {
 
-// Batched split-K's second kernel: out[r, c..c+7] = act(sum_s parts[s, r, c..c+7] + bias),
-// the splits added in order (deterministic); 16-byte loads and stores (N % 8 == 0).
+// Batched split-K's second kernel: out[r, c..c+7] = act(sum_s parts[s, r, c..c+7] + bias)
+// + residual[r, c..c+7], the splits added in order (deterministic); 16-byte loads and stores
+// (N % 8 == 0).
 __global__ void reduce_splits(const float* __restrict__ parts, Element* __restrict__ d,
-                              const Element* __restrict__ bias, int m, int n, int64_t ldd,
-                              int splits) {
+                              const Element* __restrict__ bias,
+                              const Element* __restrict__ residual, int m, int n, int64_t ldd,
+                              int64_t ldr, int splits) {
   const int64_t groups = n / 8;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= groups * m) return;
@@ -148,8 +162,15 @@ __global__ void reduce_splits(const float* __restrict__ parts, Element* __restri
 #if KF_BIAS
     v += static_cast<float>(bias[col + i]);
 #endif
-    out[i] = Element(act(v));
+    v = act(v);
+#if KF_RES
+    v += static_cast<float>(residual[row * ldr + col + i]);
+#endif
+    out[i] = Element(v);
   }
+  (void)bias;
+  (void)residual;
+  (void)ldr;
   *reinterpret_cast<cutlass::AlignedArray<Element, 8>*>(d + row * ldd + col) = out;
 }
 
@@ -185,9 +206,9 @@ std::mutex g_mutex;
 Gemm g_gemm;  // holds the params of the last initialize (TMA descriptors): reused when equal
 
 struct CallKey {
-  const void *a, *b, *d, *bias, *workspace;
+  const void *a, *b, *d, *bias, *residual, *workspace;
   int m, n, k, device;
-  int64_t lda, ldb, ldd;
+  int64_t lda, ldb, ldd, ldr;
   int splits, swizzle, raster, decomposition;
   bool operator==(const CallKey& o) const { return std::memcmp(this, &o, sizeof(o)) == 0; }
 };
@@ -212,9 +233,10 @@ Stride k_batched(int64_t ld, bool k_contiguous, int64_t kc) {
   return s;
 }
 
-Arguments make_arguments(const void* a, const void* b, void* d, const void* bias, int m, int n,
-                         int k, int64_t lda, int64_t ldb, int64_t ldd, int splits,
-                         int swizzle, int raster, int decomposition, int device) {
+Arguments make_arguments(const void* a, const void* b, void* d, const void* bias,
+                         const void* residual, int m, int n, int k, int64_t lda, int64_t ldb,
+                         int64_t ldd, int64_t ldr, int splits, int swizzle, int raster,
+                         int decomposition, int device) {
   Arguments args{};
   args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
   args.problem_shape = {m, n, k, 1};
@@ -223,14 +245,21 @@ Arguments make_arguments(const void* a, const void* b, void* d, const void* bias
   args.mainloop.ptr_B = static_cast<const Element*>(b);
   args.mainloop.dB = strided<typename GemmKernel::StrideB>(ldb, KF_B_K_MAJOR ? n : k);
   args.epilogue.thread.alpha = 1.0f;
-  args.epilogue.thread.beta = 0.0f;
+  args.epilogue.thread.beta = cute::is_void_v<ElementC> ? 0.0f : 1.0f;
 #if KF_BIAS && KF_SCHEDULER != 2
   args.epilogue.thread.bias_ptr = static_cast<const Element*>(bias);
 #else
   (void)bias;
 #endif
-  args.epilogue.ptr_C = nullptr;
-  args.epilogue.dC = strided<typename GemmKernel::StrideC>(ldd, m);
+  if constexpr (cute::is_void_v<ElementC>) {
+    (void)residual;
+    (void)ldr;
+    args.epilogue.ptr_C = nullptr;
+    args.epilogue.dC = strided<typename GemmKernel::StrideC>(ldd, m);
+  } else {
+    args.epilogue.ptr_C = static_cast<const ElementC*>(residual);
+    args.epilogue.dC = strided<typename GemmKernel::StrideC>(ldr, m);
+  }
   args.epilogue.ptr_D = static_cast<ElementOut*>(d);
   args.epilogue.dD = strided<typename GemmKernel::StrideD>(ldd, m);
   if constexpr (kBatchedSplitK) {  // `d` is the fp32 partials, `k` the whole K
@@ -276,7 +305,7 @@ int fail(int code, const char* what) {
 extern "C" {
 
 // Bumped when the signatures below change; the candidate checks it after loading.
-int kf_abi_version() { return 1; }
+int kf_abi_version() { return 2; }
 
 const char* kf_last_error() { return g_error; }
 
@@ -285,11 +314,11 @@ const char* kf_describe() {
   static char text[256];
   std::snprintf(text, sizeof(text),
                 "tile=%dx%dx%d cluster=%dx%d schedule=%d scheduler=%d stages=%d "
-                "smem=%d threads=%d bias=%d act=%d",
+                "smem=%d threads=%d bias=%d act=%d res=%d",
                 KF_TILE_M, KF_TILE_N, KF_TILE_K, KF_CLUSTER_M, KF_CLUSTER_N, KF_SCHEDULE,
                 KF_SCHEDULER, (int)CollectiveMainloop::DispatchPolicy::Stages,
                 (int)GemmKernel::SharedStorageSize, (int)GemmKernel::MaxThreadsPerBlock,
-                KF_BIAS, KF_ACT);
+                KF_BIAS, KF_ACT, KF_RES);
   return text;
 }
 
@@ -298,21 +327,24 @@ int64_t kf_workspace_size(int m, int n, int k, int splits, int swizzle, int rast
                           int decomposition) {
   int device = 0;
   cudaGetDevice(&device);
-  Arguments args = make_arguments(nullptr, nullptr, nullptr, nullptr, m, n, k, k, n, n, splits,
-                                  swizzle, raster, decomposition, device);
+  Arguments args = make_arguments(nullptr, nullptr, nullptr, nullptr, nullptr, m, n, k, k, n, n,
+                                  n, splits, swizzle, raster, decomposition, device);
   return partials_bytes(m, n, k, splits) + static_cast<int64_t>(Gemm::get_workspace_size(args));
 }
 
-// D = act(A @ B + bias) on `stream` (a cudaStream_t). Returns 0, or an error code with
-// kf_last_error() saying why: 1 cannot implement (alignment, sizes), 2 workspace too small,
-// 3 initialize failed, 4 launch failed.
-int kf_gemm(const void* a, const void* b, void* d, const void* bias, int m, int n, int k,
-            int64_t lda, int64_t ldb, int64_t ldd, int splits, int swizzle, int raster,
-            int decomposition, void* workspace, int64_t workspace_bytes, void* stream) {
+// D = act(A @ B + bias) + residual on `stream` (a cudaStream_t); bias and residual may be
+// null where the build has none. Returns 0, or an error code with kf_last_error() saying why:
+// 1 cannot implement (alignment, sizes), 2 workspace too small, 3 initialize failed,
+// 4 launch failed.
+int kf_gemm(const void* a, const void* b, void* d, const void* bias, const void* residual, int m,
+            int n, int k, int64_t lda, int64_t ldb, int64_t ldd, int64_t ldr, int splits,
+            int swizzle, int raster, int decomposition, void* workspace, int64_t workspace_bytes,
+            void* stream) {
   int device = 0;
   cudaGetDevice(&device);
-  CallKey key{a,   b,   d,   bias,   workspace, m,       n,     k,
-              device, lda, ldb, ldd, splits, swizzle, raster, decomposition};
+  if (KF_RES && residual == nullptr) return fail(1, "this build adds a residual: none given");
+  CallKey key{a,      b,   d,   bias, residual, workspace, m,      n,       k,      device,
+              lda,    ldb, ldd, ldr,  splits,   swizzle,   raster, decomposition};
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   std::lock_guard<std::mutex> lock(g_mutex);
   // Params (and their TMA descriptors) depend only on the key; a kernel without workspace
@@ -322,8 +354,8 @@ int kf_gemm(const void* a, const void* b, void* d, const void* bias, int m, int 
   char* gemm_workspace = static_cast<char*>(workspace) + partials;
   if (!reuse) {
     void* gemm_d = kBatchedSplitK ? workspace : d;
-    Arguments args = make_arguments(a, b, gemm_d, bias, m, n, k, lda, ldb, ldd, splits, swizzle,
-                                     raster, decomposition, device);
+    Arguments args = make_arguments(a, b, gemm_d, bias, residual, m, n, k, lda, ldb, ldd, ldr,
+                                     splits, swizzle, raster, decomposition, device);
     if (Gemm::can_implement(args) != cutlass::Status::kSuccess) {
       g_has_last = false;
       return fail(1, "CUTLASS cannot implement this problem (sizes, strides or alignment)");
@@ -354,7 +386,8 @@ int kf_gemm(const void* a, const void* b, void* d, const void* bias, int m, int 
     const int threads = 256;
     kf::reduce_splits<<<static_cast<unsigned>((groups + threads - 1) / threads), threads, 0, s>>>(
         static_cast<const float*>(workspace), static_cast<Element*>(d),
-        static_cast<const Element*>(bias), m, n, ldd, batch_splits(k, splits));
+        static_cast<const Element*>(bias), static_cast<const Element*>(residual), m, n, ldd, ldr,
+        batch_splits(k, splits));
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) {
       g_has_last = false;

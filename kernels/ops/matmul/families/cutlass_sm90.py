@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from kernels.ops.matmul.families.common import SMEM_LIMIT, fixed_constants
-from kernels.ops.matmul.op import split_layout
+from kernels.ops.matmul.op import has_residual, split_layout
 from kernels.problem import Family, ParamSpace, Problem
 from kernels.render import render_module
 
@@ -91,11 +91,12 @@ def nvcc_flags():
         f"-DKF_STAGES={STAGES}",
         f"-DKF_BIAS={int(HAS_BIAS)}",
         f"-DKF_ACT={ACTIVATION_CODES[ACTIVATION]}",
+        f"-DKF_RES={int(HAS_RESIDUAL)}",
     )
 
 
 LIBRARY = CudaLibrary("kf_cutlass_sm90", CUDA_SOURCE, nvcc_flags(), headers=(CUTLASS,))
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 
 # The C prototypes in CUDA_SOURCE, as the harness binds them ("tensor": the tensor's address).
@@ -103,9 +104,9 @@ FUNCTIONS = {
     "kf_abi_version": CFunction("int"),
     "kf_gemm": CFunction(
         "int",
-        ("tensor",) * 4  # a, b, out, bias (None: no bias)
+        ("tensor",) * 5  # a, b, out, bias (None: no bias), residual (None: none)
         + ("int",) * 3  # m, n, k
-        + ("int64_t",) * 3  # row strides of a, b, out
+        + ("int64_t",) * 4  # row strides of a, b, out, residual
         + ("int",) * 4  # splits, swizzle, raster, decomposition
         + ("tensor", "int64_t", "void*"),  # workspace, its bytes, the CUDA stream
     ),
@@ -137,9 +138,10 @@ def _rows_aligned(t, cols):
     )
 
 
-def fast_path_blocker(a, b, bias, out):
+def fast_path_blocker(a, b, bias, residual, out):
     """Why these tensors cannot go straight to the kernel (None when they can)."""
-    for name, t in (("a", a), ("b", b), ("out", out)):
+    stored = (("a", a), ("b", b), ("out", out)) + ((("residual", residual),) if residual is not None else ())
+    for name, t in stored:
         if not _rows_aligned(t, t.shape[1]):
             return f"{name} {tuple(t.shape)} stride {t.stride()}: rows not 16-byte aligned"
     if bias is not None and (bias.stride(0) != 1 or bias.data_ptr() % 16):
@@ -147,7 +149,7 @@ def fast_path_blocker(a, b, bias, out):
     return None
 
 
-def _launch(a, b, bias, out):
+def _launch(a, b, bias, residual, out):
     m, n = out.shape
     k = a.shape[0] if A_TRANS else a.shape[1]
     ws_bytes, workspace = 0, None
@@ -156,8 +158,9 @@ def _launch(a, b, bias, out):
         if ws_bytes:  # stream-ordered: freed after the launch, reused only behind it
             workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=out.device)
     code = _LIB.kf_gemm(
-        a, b, out, bias,
-        m, n, k, a.stride(0), b.stride(0), out.stride(0), *_RUNTIME,
+        a, b, out, bias, residual,
+        m, n, k, a.stride(0), b.stride(0), out.stride(0),
+        0 if residual is None else residual.stride(0), *_RUNTIME,
         workspace, ws_bytes, torch.cuda.current_stream(out.device).cuda_stream,
     )
     if code:
@@ -174,7 +177,7 @@ def _padded(t, rows, cols):
     return p
 
 
-def _run_padded(a, b, bias, out):
+def _run_padded(a, b, bias, residual, out):
     """Correctness path for sizes or strides TMA cannot take: zero-pad each operand's
     contiguous dimension to whole 16-byte rows (zeros along K add nothing), run the same
     kernel, keep the valid part of the output."""
@@ -184,23 +187,25 @@ def _run_padded(a, b, bias, out):
     a_p = _padded(a, *((kp, mp) if A_TRANS else (mp, kp)))
     b_p = _padded(b, *((np_, kp) if B_TRANS else (kp, np_)))
     bias_p = None if bias is None else _padded(bias[None, :], 1, np_)[0]
+    residual_p = None if residual is None else _padded(residual, mp, np_)
     out_p = torch.empty(mp, np_, dtype=out.dtype, device=out.device)
-    _launch(a_p, b_p, bias_p, out_p)
+    _launch(a_p, b_p, bias_p, residual_p, out_p)
     out.copy_(out_p[:m, :n])
 
 
 def run(a, b, *rest, out):
     bias = rest[0] if HAS_BIAS else None
+    residual = rest[-1] if HAS_RESIDUAL else None
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[DTYPE]
     if any(t.dtype != dtype for t in (a, b, out, *rest)):
         raise TypeError(f"this candidate is built for {DTYPE} tensors only")
     if not out.is_cuda:
         raise RuntimeError("matmul_cutlass_sm90 runs on CUDA tensors only (an sm_90 GPU)")
     with torch.cuda.device(out.device):
-        if fast_path_blocker(a, b, bias, out) is None:
-            _launch(a, b, bias, out)
+        if fast_path_blocker(a, b, bias, residual, out) is None:
+            _launch(a, b, bias, residual, out)
         else:
-            _run_padded(a, b, bias, out)
+            _run_padded(a, b, bias, residual, out)
 '''
 
 
@@ -308,7 +313,8 @@ class CutlassSm90Matmul(Family):
             return f"{accumulators_per_thread(p):.0f} fp32 accumulators per thread, over 128"
         stage = (p["TILE_M"] + p["TILE_N"]) * p["TILE_K"] * problem.torch_dtype.itemsize
         stages = p["STAGES"] or 2  # auto picks as many as fit; at least two must
-        smem = stages * stage + EPILOGUE_SMEM
+        # A residual is the epilogue's source C: TMA-loaded through shared memory of its own.
+        smem = stages * stage + EPILOGUE_SMEM * (1 + has_residual(problem.layout))
         if smem > SMEM_LIMIT:
             return f"{stages} stages of {stage} bytes + epilogue = {smem} bytes, over {SMEM_LIMIT}"
         if p["CLUSTER_M"] * p["CLUSTER_N"] > 4:

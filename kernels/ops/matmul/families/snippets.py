@@ -55,7 +55,9 @@ def tile_coords(tile_id, num_pid_m, num_pid_n, GROUP: tl.constexpr, M_MAJOR: tl.
 
 # One program per output tile, plain pointer loads: correct for any shape, stride and layout.
 # Rows and columns past the edge are redirected to row/column 0 instead of masked, so only K
-# needs masks; those rows are computed and then dropped by the store mask.
+# needs masks; those rows are computed and then dropped by the store mask. A "+res" layout's
+# residual (M, N) is read under the store's mask and added last (the families that launch
+# this kernel for other work leave it out: HAS_RESIDUAL defaults to False).
 TILED_KERNEL = """
 @triton.jit
 def matmul_tiled_kernel(
@@ -64,6 +66,7 @@ def matmul_tiled_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP: tl.constexpr, M_MAJOR: tl.constexpr,
     HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr,
+    res_ptr=None, stride_rm=0, stride_rn=0, HAS_RESIDUAL: tl.constexpr = False,
 ):
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -88,6 +91,9 @@ def matmul_tiled_kernel(
     acc = apply_epilogue(acc, bias_ptr, offs_n, N, HAS_BIAS, ACTIVATION)
     c_ptrs = c_ptr + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :] * stride_cn
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    if HAS_RESIDUAL:
+        r_ptrs = res_ptr + offs_m[:, None].to(tl.int64) * stride_rm + offs_n[None, :] * stride_rn
+        acc = acc + tl.load(r_ptrs, mask=mask, other=0.0).to(tl.float32)
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
 """.strip()
 

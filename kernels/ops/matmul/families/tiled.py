@@ -1,6 +1,7 @@
 """matmul_tiled: one program per output tile, grouped (swizzled) tile order, pointer loads.
 
-The portable family: any shape, stride or layout, software-pipelined by num_stages.
+The portable family: any shape, stride or layout (the residual's "+res" ones too),
+software-pipelined by num_stages.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def run(a, b, *rest, out):
 """
     + snippets.OPERAND_VIEWS
     + """
+    residual = rest[-1] if HAS_RESIDUAL else None
     grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)
     launch(matmul_tiled_kernel, grid,
         a_view, b_view, out, bias, M, N, K,
@@ -46,6 +48,8 @@ def run(a, b, *rest, out):
         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
         GROUP=GROUP, M_MAJOR=TILE_ORDER == "m_major",
         HAS_BIAS=HAS_BIAS, ACTIVATION=ACTIVATION,
+        res_ptr=residual, stride_rm=0 if residual is None else residual.stride(0),
+        stride_rn=0 if residual is None else residual.stride(1), HAS_RESIDUAL=HAS_RESIDUAL,
         num_warps=NUM_WARPS, num_stages=NUM_STAGES,
     )
 """
@@ -57,6 +61,7 @@ class TiledMatmul(TritonMatmulFamily):
     name = "matmul_tiled"
     op = "matmul"
     description = "one program per tile, grouped tile order, pointer loads (any shape/layout)"
+    residual = True
 
     def space(self, problem: Problem) -> ParamSpace:
         return ParamSpace(
