@@ -124,7 +124,12 @@ class MatmulOp(Op):
         operands, has_bias, _ = split_layout(problem.layout)
         a = (k, m) if operands[0] == "T" else (m, k)
         b = (n, k) if operands[1] == "T" else (k, n)
-        return [a, b] + [(n,)] * has_bias + [(m, n)] * has_residual(problem.layout)
+        shapes: list[tuple[int, ...]] = [a, b]
+        if has_bias:
+            shapes.append((n,))
+        if has_residual(problem.layout):
+            shapes.append((m, n))
+        return shapes
 
     def output_spec(self, problem: Problem) -> OutputSpec:
         m, n, _ = problem.shape
