@@ -380,6 +380,23 @@ def _activation(node: fx.Node) -> str | None:
     return None
 
 
+def _fused_linear(
+    kind: str, node, x, bias, problem: Problem, part: str, end, extra=(), call=_call_matmul
+):
+    """One Linear (node) and the node `end` that is its only use as one matmul problem, whose
+    layout adds `part` to the Linear's ("NT+bias" -> "NT+bias+gelu"); None where the op takes
+    no such problem. `extra`: inputs after the Linear's own (x, w[, bias])."""
+    tf32 = TF32 if is_tf32(problem.layout) else ""
+    layout = f"{problem.layout.removesuffix(TF32)}+{part}{tf32}"  # NT+bias+gelu[+tf32]
+    fused, _ = validated("matmul", problem.shape, problem.dtype, layout)
+    if fused is None:
+        return None
+    w = node.args[1] if len(node.args) > 1 else node.kwargs["weight"]
+    inputs = (x, w) + ((bias,) if bias is not None else ()) + tuple(extra)
+    where = (_where(node),)
+    return Site(kind, fused, where, (problem.key,), inputs, (end,), frozenset({node, end}), call)
+
+
 def _epilogue_sites(linears) -> list[Site]:
     """A biased Linear whose only use is an activation: one GEMM with both in its epilogue
     (a matmul problem "NT+bias+<act>"), instead of a GEMM and a pass over its output."""
@@ -389,26 +406,10 @@ def _epilogue_sites(linears) -> list[Site]:
         if bias is None or act is None or act.args[:1] != (node,):
             continue
         name = _activation(act)
-        if name is None:
-            continue
-        tf32 = TF32 if is_tf32(problem.layout) else ""
-        layout = f"{problem.layout.removesuffix(TF32)}+{name}{tf32}"  # NT+bias+gelu[+tf32]
-        fused, _ = validated("matmul", problem.shape, problem.dtype, layout)
-        if fused is None:
-            continue
-        w = node.args[1] if len(node.args) > 1 else node.kwargs["weight"]
-        sites.append(
-            Site(
-                "matmul_epilogue",
-                fused,
-                (_where(node),),
-                (problem.key,),
-                (x, w, bias),
-                (act,),
-                frozenset({node, act}),
-                _call_matmul,
-            )
-        )
+        if name is not None and (
+            site := _fused_linear("matmul_epilogue", node, x, bias, problem, name, act)
+        ):
+            sites.append(site)
     return sites
 
 
@@ -436,24 +437,11 @@ def _residual_sites(g: _Graph, linears) -> list[Site]:
             or theirs.dtype != mine.dtype
         ):
             continue
-        tf32 = TF32 if is_tf32(problem.layout) else ""
-        layout = f"{problem.layout.removesuffix(TF32)}+res{tf32}"  # NT[+bias]+res[+tf32]
-        fused, _ = validated("matmul", problem.shape, problem.dtype, layout)
-        if fused is None:
-            continue
-        w = node.args[1] if len(node.args) > 1 else node.kwargs["weight"]
-        sites.append(
-            Site(
-                "matmul_residual",
-                fused,
-                (_where(node),),
-                (problem.key,),
-                (x, w, other) if bias is None else (x, w, bias, other),
-                (add,),
-                frozenset({node, add}),
-                _call_matmul_residual,
-            )
+        site = _fused_linear(
+            "matmul_residual", node, x, bias, problem, "res", add, (other,), _call_matmul_residual
         )
+        if site is not None:
+            sites.append(site)
     return sites
 
 
