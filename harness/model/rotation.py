@@ -2,7 +2,12 @@
 
     q * cos + cat([-q[..., D/2:], q[..., :D/2]], dim=-1) * sin
 
-(rotate-half, as HF's Llama and Qwen2, GPT-NeoX and many hand-written layers spell it). A
+(rotate-half, as HF's Llama and Qwen2, GPT-NeoX and many hand-written layers spell it), or
+
+    cat([q[..., :R] * cos + rotate_every_two(q[..., :R]) * sin, q[..., R:]], dim=-1)
+
+with rotate_every_two(t) = stack((-t[..., 1::2], t[..., ::2]), dim=-1).flatten(-2) (GPT-J's
+partial rotary of adjacent pairs; R = D without the cat). A
 rotation is a qkv_rotary candidate (sites.py) when cos and sin have the rotate-half form: the
 same for every head, each half of the head dim equal to the other. Either they are the model's
 own tables (buffers, or slices of them), checked by value and turned into the op's per-token
@@ -39,6 +44,10 @@ class Rotation:
     sin: torch.Tensor | fx.Node
     transposed: bool  # x is the view transposed to (b, heads, t, D)
     computed: bool = False  # cos/sin are computed in forward: per_token_rows at each call
+    # "half": rotate-half, tables (b*t, D/2); "pairs": GPT-J's adjacent pairs of the first
+    # `rotary_dim` dims, tables (b*t, rotary_dim/2) (the model's own constants only).
+    form: str = "half"
+    rotary_dim: int = 0
 
 
 def _half_of(node: Any, x: fx.Node, half: int) -> str:
@@ -173,6 +182,9 @@ def find(g: Any, x: fx.Node, transposed: bool) -> Rotation | None:
     shape = g.shape(x)
     if shape is None or len(shape) != 4 or shape[-1] % 2:
         return None
+    pairs = _find_pairs(g, x, tuple(shape), transposed)
+    if pairs is not None:
+        return pairs
     for x_mul in x.users:  # x * cos, whose only use is the add
         users = list(x_mul.users)
         if _operands(x_mul) is not None and len(users) == 1:
@@ -212,3 +224,108 @@ def _match(g: Any, x: fx.Node, add: Any, x_mul: Any, shape: tuple[int, ...], tra
     if not computed:
         return None
     return Rotation(x, add, nodes, cos_node, sin_node, transposed, computed=True)
+
+
+STACK = {torch.stack}
+FLATTEN = {torch.flatten}
+
+
+def _slice_of(node: Any, x: Any) -> slice | None:
+    """s when node is x[..., s] (one slice of the last dim), else None."""
+    if not (_call(node, {operator.getitem}) and node.args[0] is x):
+        return None
+    index = node.args[1]
+    if not (isinstance(index, tuple) and len(index) == 2 and index[0] is Ellipsis):
+        return None
+    return index[1] if isinstance(index[1], slice) else None
+
+
+def _pair_tables(table: torch.Tensor, shape: tuple[int, ...], transposed: bool):
+    """A constant GPT-J cos or sin table (each pair's two dims equal, the same for every
+    head) as per-token (b*t, R/2) rows, or None."""
+    try:
+        full = torch.broadcast_to(table, shape)
+    except RuntimeError:
+        return None
+    if transposed:
+        full = full.transpose(1, 2)
+    if not torch.equal(full, full[:, :, :1].expand_as(full)):
+        return None
+    if not torch.equal(full[..., 0::2], full[..., 1::2]):
+        return None
+    return full[:, :, 0, 0::2].reshape(-1, shape[-1] // 2).contiguous()
+
+
+def _dim(node: fx.Node) -> Any:
+    """A cat's or stack's dim argument (positional or keyword; 0 when left out)."""
+    return node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+
+
+def _find_pairs(g: Any, x: fx.Node, shape: tuple[int, ...], transposed: bool):
+    """GPT-J's rotation of x's first R dims (module docstring), with constant tables."""
+    d = shape[-1]
+    users = list(x.users)
+    slices = {u: _slice_of(u, x) for u in users}
+    heads = [
+        u
+        for u, s in slices.items()
+        if s is not None and s.start in (None, 0) and s.step in (None, 1)
+    ]
+    if len(heads) == 1 and isinstance(heads[0].args[1][1].stop, int):
+        rot, r = heads[0], heads[0].args[1][1].stop
+        rests = [u for u, s in slices.items() if s == slice(r, None, None)]
+        if len(rests) != 1 or len(users) != 2 or not 0 < r < d or r % 2:
+            return None
+        rest = rests[0]
+    else:
+        rot, r, rest = x, d, None
+    parts = {u: _slice_of(u, rot) for u in rot.users}
+    evens = [u for u, s in parts.items() if s == slice(None, None, 2)]
+    odds = [u for u, s in parts.items() if s == slice(1, None, 2)]
+    muls = [u for u in rot.users if _operands(u) is not None and rot in u.args]
+    if len(evens) != 1 or len(odds) != 1 or len(muls) != 1 or len(rot.users) != 3:
+        return None
+    even, odd, x_mul = evens[0], odds[0], muls[0]
+    neg = next(iter(odd.users), None)
+    if len(odd.users) != 1 or not _call(neg, NEG, ("neg",)) or len(neg.users) != 1:
+        return None
+    stack = next(iter(neg.users))
+    items = stack.args[0] if stack.args else None
+    dim = _dim(stack)
+    if not _call(stack, STACK) or list(items or ()) != [neg, even] or dim not in (-1, 4):
+        return None
+    flat = next(iter(stack.users), None)
+    flat_dim = flat.args[1] if flat is not None and len(flat.args) > 1 else None
+    if len(stack.users) != 1 or not _call(flat, FLATTEN, ("flatten",)) or flat_dim not in (-2, 3):
+        return None
+    sin_mul = next(iter(flat.users), None)
+    if len(flat.users) != 1 or _operands(sin_mul) is None or len(sin_mul.users) != 1:
+        return None
+    add = next(iter(sin_mul.users))
+    if not _call(add, ADD, ("add",)) or set(add.args) != {x_mul, sin_mul} or len(x_mul.users) != 1:
+        return None
+    out = add
+    nodes = {x, rot, even, odd, neg, stack, flat, sin_mul, x_mul, add}
+    if rest is not None:
+        cat = next(iter(add.users), None)
+        cat_dim = None if cat is None else _dim(cat)
+        if len(add.users) != 1 or not _call(cat, CAT) or cat_dim not in (-1, 3):
+            return None
+        if list(cat.args[0]) != [add, rest]:
+            return None
+        out = cat
+        nodes |= {rest, cat}
+    if any(u not in nodes for n in nodes - {out} for u in n.users):
+        return None  # a part of the rotation is used elsewhere too
+    cos_node = next(a for a in x_mul.args if a is not rot)
+    sin_node = next(a for a in sin_mul.args if a is not flat)
+    cos, sin = g.constant(cos_node), g.constant(sin_node)
+    if not (isinstance(cos, torch.Tensor) and isinstance(sin, torch.Tensor)):
+        return None
+    part = (*shape[:-1], r)
+    cos_rows, sin_rows = _pair_tables(cos, part, transposed), _pair_tables(sin, part, transposed)
+    if cos_rows is None or sin_rows is None:
+        return None
+    return Rotation(
+        x, out, frozenset(nodes), cos_rows, sin_rows, transposed, form="pairs", rotary_dim=r
+    )

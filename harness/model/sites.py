@@ -241,6 +241,11 @@ def _qkv_interleaved(d: int, *parts: torch.Tensor) -> torch.Tensor:
     return qkv_op.interleave_heads(torch.cat([t.detach() for t in parts]), d)
 
 
+def _qkv_concatenated(*parts: torch.Tensor) -> torch.Tensor:
+    """q's, k's and v's weights as the "pairs" layouts' one matrix (no interleave)."""
+    return torch.cat([t.detach() for t in parts])
+
+
 def _call_swiglu_gate_interleaved(op, x, w):
     return (op([_rows(x), w]).view(*x.shape[:-1], w.shape[0] // 2),)
 
@@ -262,13 +267,13 @@ def _qkv_call(
     *,
     transposed: bool = False,
     computed: bool = False,
-    interleaved: bool = False,
+    one_weight: bool = False,
 ):
     """The qkv_rotary call for one site: q and k as the rotations returned them (views of the
     op's output: (b, t, heads, D), or (b, heads, t, D) when the model rotated them transposed),
     v as its linear returned it. `computed`: cos and sin come as the model computed them in
-    forward, and become the op's per-token rows here, at each call. `interleaved`: the "i8"
-    layouts' one weight (and bias) in place of three."""
+    forward, and become the op's per-token rows here, at each call. `one_weight`: the "i8" and
+    "pairs" layouts' one weight (and bias) in place of three."""
 
     def token_major(shape):  # (b, heads, t, D) -> (b, t, heads, D): how the op's rows lie
         return (shape[0], shape[2], shape[1], *shape[3:]) if transposed else tuple(shape)
@@ -280,7 +285,7 @@ def _qkv_call(
     hq = math.prod(q_shape[1:]) // (q_shape[2] if transposed else q_shape[1])
     hk = math.prod(k_shape[1:]) // (k_shape[2] if transposed else k_shape[1])
 
-    weights = 1 if interleaved else 3
+    weights = 1 if one_weight else 3
 
     def call(op, x, *rest):  # weights, cos, sin, then the "+bias" layouts' biases
         cos, sin = rest[weights : weights + 2]
@@ -683,7 +688,8 @@ def _qkv_sites(g: _Graph, linears, regions: list[_Region]) -> list[Site]:
         biased = biases[0] is not None
         bias_inputs = tuple(biases) if biased else ()
         same = _same(q_rot.cos, k_rot.cos) and _same(q_rot.sin, k_rot.sin)
-        if not same or (q_rot.transposed, q_rot.computed) != (k_rot.transposed, k_rot.computed):
+        how = (q_rot.transposed, q_rot.computed, q_rot.form, q_rot.rotary_dim)
+        if not same or how != (k_rot.transposed, k_rot.computed, k_rot.form, k_rot.rotary_dim):
             continue
         m, n_q, k = pq.shape
         shape = (m, n_q // d, pk.shape[1] // d, d, k)
@@ -693,9 +699,18 @@ def _qkv_sites(g: _Graph, linears, regions: list[_Region]) -> list[Site]:
         params = [g.parameter(n) for n in (q_lin.args[1], k_lin.args[1], v_lin.args[1])]
         params += [g.parameter(b) for b in bias_inputs]
         tensors = [t for t in params if t is not None]
-        interleaved = len(tensors) == len(params) and m > SMALL_M and d % (2 * qkv_op.GROUP) == 0
+        constant = len(tensors) == len(params) and m > SMALL_M
+        pairs = q_rot.form == "pairs"
+        if pairs and (biased or not constant):
+            continue  # GPT-J's form: one GEMM over constant, unbiased weights only
+        interleaved = constant and not pairs and d % (2 * qkv_op.GROUP) == 0
         inputs: tuple
-        if interleaved:
+        if pairs:
+            # GPT-J's adjacent pairs: the three weights one after the other, as they are.
+            layout = qkv_op.pairs_layout(q_rot.rotary_dim, d, shape[2])
+            w_cat = Prepared(partial(_qkv_concatenated, *tensors[:3]))
+            inputs = (x, w_cat, q_rot.cos, q_rot.sin)
+        elif interleaved:
             # Prefill with constant weights: one interleaved (N, K) matrix (and bias), which the
             # CUTLASS family rotates in one GEMM (kernels/ops/qkv_rotary, layouts "i8"). A few
             # rows (decode) keep the three weights, which the dual family streams.
@@ -716,7 +731,7 @@ def _qkv_sites(g: _Graph, linears, regions: list[_Region]) -> list[Site]:
             g.shape(v_lin),
             transposed=q_rot.transposed,
             computed=q_rot.computed,
-            interleaved=interleaved,
+            one_weight=interleaved or pairs,
         )
         sites.append(
             Site(

@@ -85,8 +85,10 @@ def test_the_decode_example_profiles_with_its_fusion_sites_and_plans_them():
                          "rmsnorm/64x256/bf16"}),
         # Parallel attention and MLP off one LayerNorm; the MLP's GEMMs carry biases, the
         # first its GELU too (one GEMM with a bias+GELU epilogue); the block's two adds go
-        # into the attention's output projection and the MLP's second GEMM.
-        ("gptj_block", {"matmul/64x256x256/bf16/NT", "matmul/64x1024x256/bf16/NT+bias+gelu",
+        # into the attention's output projection and the MLP's second GEMM; q/k/v and the
+        # partial rotary of adjacent pairs are one GEMM over the three weights.
+        ("gptj_block", {"qkv_rotary/64x4x4x64x256/bf16/pairs+rot=16+head_dim=64+kv_heads=4",
+                        "matmul/64x1024x256/bf16/NT+bias+gelu",
                         "matmul/64x256x256/bf16/NT+res", "matmul/64x256x1024/bf16/NT+bias+res",
                         "layernorm/64x256/bf16"}),
         # A GQA decode step: attention over the 2 cached heads as they are (no repeat_kv).

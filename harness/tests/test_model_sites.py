@@ -297,6 +297,20 @@ def test_a_biased_linear_and_its_activation_are_one_gemm_with_an_epilogue():
     ]
 
 
+def test_gptjs_partial_rotary_of_adjacent_pairs_is_one_qkv_gemm_over_the_three_weights():
+    model, inputs = _example("gptj_block")
+    (site,) = [s for s in _sites(model, inputs) if s.kind == "qkv_rotary"]
+    assert site.key == "qkv_rotary/64x4x4x64x256/bf16/pairs+rot=16+head_dim=64+kv_heads=4"
+    assert site.where == ("q_proj", "k_proj", "v_proj")
+    _, w, cos, sin = site.inputs
+    weights = [model.q_proj.weight, model.k_proj.weight, model.v_proj.weight]
+    assert torch.equal(w.make(), torch.cat(weights))
+    # The model's tables repeat each angle for a pair's two dims: the op takes one per pair.
+    assert torch.equal(cos, model.cos[:, 0::2]) and torch.equal(sin, model.sin[:, 0::2])
+    backend, rel = _rewritten(model, inputs, [site])
+    assert rel < 2e-2 and kernel_ops.hits[site.key] == 1
+
+
 def test_a_linear_whose_only_use_is_a_residual_add_is_one_gemm_that_adds_it():
     model, inputs = _example("qwen2_block")
     fused = [s for s in _sites(model, inputs) if s.kind == "matmul_residual"]

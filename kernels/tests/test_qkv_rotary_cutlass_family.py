@@ -152,8 +152,14 @@ def test_the_source_is_pasted_whole_and_the_flags_carry_the_point(load):
     assert flags == {
         "KF_ELEM": "1", "KF_TILE_M": "128", "KF_TILE_N": "256", "KF_TILE_K": "64",
         "KF_CLUSTER_M": "2", "KF_CLUSTER_N": "1", "KF_SCHEDULE": "0", "KF_SCHEDULER": "1",
-        "KF_STAGES": "0", "KF_HEAD_DIM": "64",
+        "KF_STAGES": "0", "KF_HEAD_DIM": "64", "KF_ROPE": "0", "KF_ROTARY_DIM": "64",
     }  # fmt: skip
+    gptj = Problem(
+        "qkv_rotary", (64, 4, 4, 256, 512), "bf16", "pairs+rot=64+head_dim=256+kv_heads=4"
+    )
+    _, lib = load(gptj, FAMILY.default(gptj))
+    flags = dict(f[2:].split("=", 1) for f in lib.flags if f.startswith("-DKF_"))
+    assert (flags["KF_ROPE"], flags["KF_ROTARY_DIM"], flags["KF_HEAD_DIM"]) == ("1", "64", "256")
     assert_declared_as_in_c(module, CUDA_SOURCE)
 
 
@@ -210,7 +216,9 @@ def test_run_refuses_what_it_was_not_built_for_with_a_clear_message(load):
         module.run(x, w, cos, sin, out=torch.zeros(16, n))
     bf16 = [t.bfloat16() for t in (x, w, cos, sin)]
     half_tables = [t[:, :16] for t in bf16[2:]]
-    with pytest.raises(ValueError, match=r"k/v heads of 64: out \(16, 512\), cos \(16, 16\)"):
+    with pytest.raises(
+        ValueError, match=r"heads of 64, 64 of them rotated: out \(16, 512\), cos \(16, 16\)"
+    ):
         module.run(*bf16[:2], *half_tables, out=torch.zeros(16, n, dtype=torch.bfloat16))
     with pytest.raises(RuntimeError, match="CUDA tensors"):
         module.run(*bf16, out=torch.zeros(16, n, dtype=torch.bfloat16))
@@ -229,6 +237,13 @@ def test_run_refuses_what_it_was_not_built_for_with_a_clear_message(load):
         ((300, 4, 2, 128, 4104), "i8+bias", {"TILE_N": 64}),  # half a head a tile: pair by pair
         ((33, 2, 1, 32, 65), "i8+bias", {}),  # partial tiles, the padded path
         ((512, 8, 2, 128, 512), "i8", {"TILE_M": 64, "CLUSTER_M": 1, "SCHEDULE": "pingpong"}),
+        ((2048, 16, 16, 256, 4096), "pairs+rot=64+head_dim=256+kv_heads=16", {}),  # GPT-J-6B's
+        (
+            (300, 4, 4, 256, 4104),
+            "pairs+rot=64+head_dim=256+kv_heads=4",
+            {"TILE_N": 128, "SCHEDULE": "pingpong"},
+        ),
+        ((33, 2, 1, 32, 65), "pairs+rot=16+head_dim=32+kv_heads=1", {}),  # the padded path
     ],
 )
 def test_the_built_kernel_is_correct_on_the_gpu(shape, layout, changes):
@@ -238,3 +253,26 @@ def test_the_built_kernel_is_correct_on_the_gpu(shape, layout, changes):
     params = {**FAMILY.default(prob), **changes}
     failures = check_source(OP, prob, FAMILY.render(prob, params), device="cuda")
     assert not failures
+
+
+def test_the_pairs_layout_is_gpt_js_rotary_of_the_first_dims():
+    prob = Problem("qkv_rotary", (9, 3, 1, 32, 40), "bf16", "pairs+rot=16+head_dim=32+kv_heads=1")
+    OP.validate(prob)
+    x, w, cos, sin = (t.double() for t in OP.make_inputs(prob, seed=1, device="cpu"))
+    y = (x @ w.T).view(9, 5, 32)
+
+    def rotate_every_two(t):  # GPT-J's, on tables repeated for each pair's two dims
+        return torch.stack((-t[..., 1::2], t[..., ::2]), dim=-1).flatten(-2)
+
+    c, s = (t.repeat_interleave(2, dim=-1)[:, None, :] for t in (cos, sin))
+    rot = y[:, :4, :16]
+    turned = torch.cat([rot * c + rotate_every_two(rot) * s, y[:, :4, 16:]], dim=-1)
+    want = torch.cat([turned, y[:, 4:]], dim=1).reshape(9, -1)  # v's head as it is
+    got = OP.reference(prob, *OP.make_inputs(prob, seed=1, device="cpu"))
+    assert torch.allclose(got, want)
+    assert FAMILY.serves(prob.layout) and FAMILY.check(prob, FAMILY.default(prob)) is None
+    assert not [f for f in OP.families_for(prob) if f.name != FAMILY.name]
+    with pytest.raises(ProblemError, match="even and at most D=32"):
+        OP.validate(
+            Problem("qkv_rotary", (9, 3, 1, 32, 40), "bf16", "pairs+rot=48+head_dim=32+kv_heads=1")
+        )

@@ -23,6 +23,11 @@ register epilogue (families/cutlass_sm90.cu). The output is the same for every l
 baseline is that one GEMM with PyTorch (F.linear) and the rotation as a second pass, what a
 model with a concatenated q/k/v weight runs.
 
+Layout "pairs+rot=<R>+head_dim=<D>+kv_heads=<HKV>" is GPT-J's rotary: the pairs (2i, 2i+1) of the first R
+dims of each q and k head turn by cos/sin (M, R/2) (`rotate_pairs`; R even, at most D), the rest
+pass as they are; the three weights come as one (N, K) matrix, w_q, w_k and w_v one after the
+other (no interleave: a GEMM tile's thread already holds each pair's two columns), no bias.
+
 Fused, x is read once for the three products, and q and k are rotated before they are first
 written, instead of written, read, rotated and written again.
 """
@@ -40,6 +45,32 @@ BIAS = "+bias"
 INTERLEAVED = "i8"
 GROUP = 8  # rows of a head's first half, then the same rows of its second half
 _INTERLEAVED_LAYOUT = re.compile(r"i8(\+bias)?\+kv_heads=([1-9][0-9]*)")
+PAIRS = "pairs"
+_PAIRS_LAYOUT = re.compile(
+    r"pairs\+rot=([1-9][0-9]*)\+head_dim=([1-9][0-9]*)\+kv_heads=([1-9][0-9]*)"
+)
+
+
+def pairs_layout(rotary_dim: int, head_dim: int, kv_heads: int) -> str:
+    """GPT-J's layout: "pairs+rot=<R>+head_dim=<D>+kv_heads=<n>" (the weight is one matrix
+    of heads: the layout names which rows are a head's and which heads are v's, so a download
+    package's fallback can split them)."""
+    return f"{PAIRS}+rot={rotary_dim}+head_dim={head_dim}+kv_heads={kv_heads}"
+
+
+def is_pairs(problem) -> bool:
+    return problem.layout.startswith(PAIRS)
+
+
+def rotary_dim(problem) -> int:
+    """How many of each head's dims turn: the "pairs" layouts' R, else all D."""
+    match = _PAIRS_LAYOUT.fullmatch(problem.layout)
+    return int(match.group(1)) if match else problem.shape[3]
+
+
+def one_weight(problem) -> bool:
+    """The layouts that take q/k/v's weights as one matrix ("i8", "pairs")."""
+    return is_interleaved(problem) or is_pairs(problem)
 
 
 def interleaved_layout(kv_heads: int, *, bias: bool) -> str:
@@ -89,6 +120,16 @@ def from_interleaved(problem, inputs: tuple) -> tuple:
     return (x, *weights, cos, sin, *biases)
 
 
+def rotate_pairs(y: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """y (M, heads, D) with the pairs (2i, 2i+1) of its first R dims rotated by per-token
+    cos/sin (M, R/2) (GPT-J's rotate_every_two); the other dims as they are."""
+    r = 2 * cos.shape[-1]
+    even, odd = y[..., 0:r:2], y[..., 1:r:2]
+    c, s = cos[:, None, :], sin[:, None, :]
+    turned = torch.stack([even * c - odd * s, odd * c + even * s], dim=-1).flatten(-2)
+    return torch.cat([turned, y[..., r:]], dim=-1)
+
+
 def rotate_half(y: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """y (M, heads, D) rotated by per-token cos/sin (M, D/2)."""
     half = y.shape[-1] // 2
@@ -107,15 +148,20 @@ class QkvRotaryOp(Op):
     def layout_note(self):
         return (
             "i8[+bias]+kv_heads=<HKV>: the three weights (and biases) as one, each head's "
-            "halves interleaved in groups of 8 rows"
+            "halves interleaved in groups of 8 rows; pairs+rot=<R>+head_dim=<D>+kv_heads=<HKV>: GPT-J's "
+            "rotary (pairs of the first R dims) over the three weights as one"
         )
 
     def layout_error(self, layout):
-        if layout in self.layouts or _INTERLEAVED_LAYOUT.fullmatch(layout):
+        if (
+            layout in self.layouts
+            or _INTERLEAVED_LAYOUT.fullmatch(layout)
+            or _PAIRS_LAYOUT.fullmatch(layout)
+        ):
             return None
         return (
-            f"{self.name} takes no layout, +bias, i8+kv_heads=<HKV> or i8+bias+kv_heads=<HKV>, "
-            f"not {layout!r}"
+            f"{self.name} takes no layout, +bias, i8+kv_heads=<HKV>, i8+bias+kv_heads=<HKV> or "
+            f"pairs+rot=<R>+head_dim=<D>+kv_heads=<HKV>, not {layout!r}"
         )
 
     def validate(self, problem):
@@ -129,6 +175,14 @@ class QkvRotaryOp(Op):
             raise ProblemError(
                 f"layout {problem.layout} names other k/v heads than the shape's HKV={hkv}"
             )
+        if is_pairs(problem):
+            r = rotary_dim(problem)
+            if problem.layout != pairs_layout(r, d, hkv):
+                raise ProblemError(
+                    f"layout {problem.layout} names other heads than the shape's D={d}, HKV={hkv}"
+                )
+            if r % 2 or r > d:
+                raise ProblemError(f"rot={r}: the rotary dims must be even and at most D={d}")
         if is_interleaved(problem) and d % (2 * GROUP):
             raise ProblemError(
                 f"layout {problem.layout} interleaves groups of {GROUP} rows of each half-head: "
@@ -138,10 +192,13 @@ class QkvRotaryOp(Op):
     def fixed_dims(self, problem):
         # The interleaved weight's rows are the layout's heads: a q/k/v split of other heads
         # would read it as another matrix.
-        return frozenset({"H", "HKV", "D"}) if is_interleaved(problem) else frozenset()
+        return frozenset({"H", "HKV", "D"}) if one_weight(problem) else frozenset()
 
     def input_shapes(self, problem):
         m, h, hkv, d, k = problem.shape
+        if is_pairs(problem):
+            r = rotary_dim(problem)
+            return [(m, k), ((h + 2 * hkv) * d, k), (m, r // 2), (m, r // 2)]
         if is_interleaved(problem):
             n = (h + 2 * hkv) * d
             shapes = [(m, k), (n, k), (m, d // 2), (m, d // 2)]
@@ -155,7 +212,16 @@ class QkvRotaryOp(Op):
 
     def make_inputs(self, problem, *, seed, device):
         inputs = self._standard_inputs(problem, seed=seed, device=device)
-        return to_interleaved(problem, inputs) if is_interleaved(problem) else inputs
+        return self._as_layout(problem, inputs)
+
+    def _as_layout(self, problem, inputs: tuple) -> tuple:
+        """The standard layout's inputs as this problem's layout takes them."""
+        if is_interleaved(problem):
+            return to_interleaved(problem, inputs)
+        if is_pairs(problem):
+            x, w_q, w_k, w_v, cos, sin = inputs
+            return (x, torch.cat([w_q, w_k, w_v]), cos, sin)
+        return inputs
 
     def _standard_inputs(self, problem, *, seed, device):
         """The "" / "+bias" layouts' inputs (the "i8" layouts' are the same, interleaved)."""
@@ -167,7 +233,8 @@ class QkvRotaryOp(Op):
             return (torch.randn(shape, generator=gen, device=device) * scale).to(dtype)
 
         pos = torch.arange(m, device=device, dtype=torch.float32)[:, None]
-        freq = 10000.0 ** (-torch.arange(d // 2, device=device, dtype=torch.float32) * 2 / d)
+        r = rotary_dim(problem)
+        freq = 10000.0 ** (-torch.arange(r // 2, device=device, dtype=torch.float32) * 2 / r)
         angle = pos * freq[None, :] + torch.rand((1, 1), generator=gen, device=device)
         inputs = (
             randn((m, k), 1.0),
@@ -198,15 +265,18 @@ class QkvRotaryOp(Op):
             "zero_one": (ints(x), ints(wq), ints(wk), ints(wv), cos, sin, *map(ints, biases)),
             "swap_halves": (x, wq, wk, wv, *swap, *biases),
         }
-        if is_interleaved(problem):
-            return {name: to_interleaved(problem, case) for name, case in cases.items()}
-        return cases
+        return {name: self._as_layout(problem, case) for name, case in cases.items()}
 
     def reference(self, problem, *inputs):
+        m, h, hkv, d, _ = problem.shape
+        if is_pairs(problem):
+            x, w, cos, sin = (t.double() for t in inputs)
+            y = (x @ w.T).view(m, h + 2 * hkv, d)
+            turned = rotate_pairs(y[:, : h + hkv], cos, sin)
+            return torch.cat([turned, y[:, h + hkv :]], dim=1).reshape(m, -1)
         if is_interleaved(problem):
             inputs = from_interleaved(problem, inputs)
         x, w_q, w_k, w_v, cos, sin, *biases = inputs
-        m, h, hkv, d, _ = problem.shape
         x = x.double()
         cos, sin = cos.double(), sin.double()
         b_q, b_k, b_v = (b.double() for b in biases) if biases else (0.0, 0.0, 0.0)
@@ -216,6 +286,14 @@ class QkvRotaryOp(Op):
         return torch.cat([q.reshape(m, -1), k.reshape(m, -1), v], dim=1)
 
     def baseline(self, problem, *inputs, out):
+        if is_pairs(problem):  # one GEMM over the three weights, then the rotation's pass
+            x, w, cos, sin = inputs
+            m, h, hkv, d, _ = problem.shape
+            y = torch.nn.functional.linear(x, w).view(m, h + 2 * hkv, d)
+            heads = out.view(m, h + 2 * hkv, d)
+            heads[:, : h + hkv] = rotate_pairs(y[:, : h + hkv], cos, sin)
+            heads[:, h + hkv :] = y[:, h + hkv :]
+            return
         if is_interleaved(problem):
             self._interleaved_baseline(problem, *inputs, out=out)
             return
@@ -266,9 +344,9 @@ class QkvRotaryOp(Op):
 
     def sweep(self, problem):
         m, h, hkv, d, k = problem.shape
-        # An interleaved weight is one matrix of the model's heads: which of its rows are q's,
+        # One weight ("i8", "pairs") is one matrix of the model's heads: which of its rows are q's,
         # k's and v's is the problem's (H, HKV, D), so its sweep varies tokens and K only.
-        heads = [(h, hkv, d)] * 3 if is_interleaved(problem) else [(1, 1, 2), (2, 1, 6), (3, 3, 16)]
+        heads = [(h, hkv, d)] * 3 if one_weight(problem) else [(1, 1, 2), (2, 1, 6), (3, 3, 16)]
         shapes = [
             (1, *heads[0], 1),
             (3, *heads[1], 7),  # odd sizes, D/2 below any tile, GQA

@@ -14,6 +14,17 @@
 // (out is the op's output for every layout). The bias (same interleave) is added first.
 // KF_HEAD_DIM is D (the candidate's HEAD_DIM): where a tile holds whole heads, each thread
 // loads a row's cos/sin once for every head in it.
+// KF_ROPE 1 is GPT-J's rotary (layouts "pairs+rot=<R>+head_dim=<D>+kv_heads=<n>"): w is the three weights
+// one after the other, not interleaved; the pairs (2i, 2i+1) of the first KF_ROTARY_DIM dims
+// of each q and k head turn by cos/sin (M, R/2), and wgmma's accumulator gives a thread both
+// columns of each such pair (c, c + 1), stored where they were.
+
+#ifndef KF_ROPE
+#define KF_ROPE 0
+#endif
+#ifndef KF_ROTARY_DIM
+#define KF_ROTARY_DIM KF_HEAD_DIM
+#endif
 
 namespace kf {
 
@@ -41,7 +52,7 @@ class RotaryEpilogue : public RegisterEpilogueBase {
     // Whole 16-row groups per head; 4-byte stores and cos/sin loads: even strides, aligned.
     auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; };
     return args.ptr_out != nullptr && args.cos != nullptr && args.sin != nullptr &&
-           args.head_dim == KF_HEAD_DIM && args.head_dim % 16 == 0 &&
+           args.head_dim == KF_HEAD_DIM && args.head_dim % (KF_ROPE == 1 ? 2 : 16) == 0 &&
            get<1>(problem_shape) % args.head_dim == 0 && args.rotated % args.head_dim == 0 &&
            args.ldo % 2 == 0 && args.ldcs % 2 == 0 && aligned(args.ptr_out) &&
            aligned(args.cos) && aligned(args.sin) && (args.bias == nullptr || aligned(args.bias));
@@ -62,7 +73,9 @@ class RotaryEpilogue : public RegisterEpilogueBase {
                                               tiled_mma, thread_idx);
     CUTE_STATIC_ASSERT_V(size(thread_coords) == size(accumulators));
     static_assert(cute::is_static<FrgLayout>::value, "accumulator layout must be static");
-    if constexpr (kTileHoldsWholeHeads) {
+    if constexpr (KF_ROPE == 1) {
+      rotate_adjacent_pairs(thread_coords, accumulators, m_size, n_size);
+    } else if constexpr (kTileHoldsWholeHeads) {
       rotate_by_rows(thread_coords, accumulators, m_size, n_size);
     } else {
       for_each_pair(thread_coords, accumulators, m_size, n_size,
@@ -125,6 +138,69 @@ class RotaryEpilogue : public RegisterEpilogueBase {
       *reinterpret_cast<uint32_t*>(row) = packed(a1, b1);
       *reinterpret_cast<uint32_t*>(row + kHeadDim / 2) = packed(a2, b2);
     }
+  }
+
+  // GPT-J's rotary: values i, i + 1 of the accumulator are one row's columns (c, c + 1), c
+  // even: a rotary pair where c lies in a q or k head's first KF_ROTARY_DIM dims. Taken row by
+  // row as rotate_by_rows does (a block holds two rows per thread, 8 rows apart, values 0, 1
+  // and 2, 3 of every 4), each row's cos/sin loaded before any of its pairs is computed: one
+  // 2 x 2-byte word per 8-column chunk, 16 registers for a 128-column tile (a wider tile,
+  // on top of its 128 accumulators, would spill: its pairs load their own).
+  template <class Coords, class Accumulators>
+  CUTLASS_DEVICE void rotate_adjacent_pairs(Coords const& coords, Accumulators const& acc,
+                                            int m_size, int n_size) const {
+    static_assert(KF_ROTARY_DIM % 2 == 0 && KF_ROTARY_DIM <= kHeadDim, "rotary dims");
+    constexpr int kBlock = size<0>(Accumulators{}.layout());
+    constexpr int kChunks = kBlock / 4;  // a row's 8-column chunks in one block
+    constexpr bool kTablesAhead = kChunks <= 16;
+    static_assert(kBlock % 4 == 0 && size(Accumulators{}.layout()) % kBlock == 0,
+                  "unexpected accumulator layout");
+    CUTLASS_PRAGMA_UNROLL
+    for (int b = 0; b < size(acc); b += kBlock) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int r = 0; r < 4; r += 2) {
+        const int m = get<0>(coords(b + r));
+        uint32_t tables[kTablesAhead ? kChunks : 1];
+        if constexpr (kTablesAhead) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int chunk = 0; chunk < kChunks; ++chunk) {
+            tables[chunk] = table_words(m, get<1>(coords(b + 4 * chunk + r)), m_size);
+          }
+        }
+        CUTLASS_PRAGMA_UNROLL
+        for (int chunk = 0; chunk < kChunks; ++chunk) {
+          const int i = b + 4 * chunk + r;
+          const int n = get<1>(coords(i));
+          if (get<0>(coords(i)) != m || get<0>(coords(i + 1)) != m ||
+              get<1>(coords(i + 1)) != n + 1 || (n & 1)) {
+            __trap();  // a layout other than wgmma's would pair the wrong columns
+          }
+          if (m >= m_size || n >= n_size) continue;
+          const uint32_t words = kTablesAhead ? tables[chunk] : table_words(m, n, m_size);
+          float a = acc(i), v = acc(i + 1);
+          if (n < params.rotated && n % kHeadDim < KF_ROTARY_DIM) {
+            const auto cs = floats(words);  // cos, sin
+            const float turned = a * cs[0] - v * cs[1];
+            v = v * cs[0] + a * cs[1];
+            a = turned;
+          }
+          *reinterpret_cast<uint32_t*>(params.ptr_out + static_cast<int64_t>(m) * params.ldo +
+                                       n) = packed(a, v);
+        }
+      }
+    }
+  }
+
+  // Column n's cos and sin on row m as one word (cos in the low half); nothing is read (0)
+  // where n is not rotated (v's heads, a head's dims from KF_ROTARY_DIM on) or m is past the
+  // problem.
+  CUTLASS_DEVICE uint32_t table_words(int m, int n, int m_size) const {
+    const int c = n % kHeadDim;
+    if (m >= m_size || n >= params.rotated || c >= KF_ROTARY_DIM) return 0;
+    const int64_t t = static_cast<int64_t>(m) * params.ldcs + c / 2;
+    const uint32_t cos_bits = __ldg(reinterpret_cast<unsigned short const*>(params.cos + t));
+    const uint32_t sin_bits = __ldg(reinterpret_cast<unsigned short const*>(params.sin + t));
+    return cos_bits | (sin_bits << 16);
   }
 
   // for_each_pair's walk (the same accumulator layout and checks), taken row by row: a block

@@ -1,6 +1,8 @@
 """qkv_rotary_cutlass_sm90: the q, k and v projections as one CUTLASS 3.x Hopper GEMM over the
-interleaved weight (layouts "i8+kv_heads=<n>", "i8+bias+kv_heads=<n>"), bias and rotary embedding in a register
-epilogue; one shared library per configuration.
+interleaved weight (layouts "i8+kv_heads=<n>", "i8+bias+kv_heads=<n>"), bias and rotary
+embedding in a register epilogue; one shared library per configuration. GPT-J's rotary
+(layouts "pairs+rot=<R>+head_dim=<D>+kv_heads=<n>": adjacent pairs of the first R dims) over the three
+weights as they are, one after the other, in the same GEMM (KF_ROPE 1).
 
 The C++ (kernels/epilogue_gemm_sm90.cuh, then cutlass_sm90.cu beside this file, pasted into
 every candidate) runs the (M, (H + 2 HKV) D, K) GEMM with CUTLASS's warp-specialized TMA +
@@ -31,7 +33,7 @@ from kernels.epilogue_gemm import (
     candidate_template,
     cuda_source,
 )
-from kernels.ops.qkv_rotary.op import INTERLEAVED
+from kernels.ops.qkv_rotary.op import INTERLEAVED, PAIRS, is_pairs, rotary_dim
 from kernels.problem import Problem
 
 SOURCE = Path(__file__).with_name("cutlass_sm90.cu")
@@ -39,10 +41,16 @@ CUDA_SOURCE = cuda_source(SOURCE)
 
 # The candidate after kernels/epilogue_gemm.py's CANDIDATE_HEAD.
 OP_PART = '''
+ROPE_CODES = {"half": 0, "pairs": 1}  # rotate-half over "i8"'s interleave; GPT-J's pairs
 LIBRARY = CudaLibrary(
     "kf_qkv_rotary_cutlass_sm90",
     CUDA_SOURCE,
-    (*tile_flags(), f"-DKF_HEAD_DIM={HEAD_DIM}"),
+    (
+        *tile_flags(),
+        f"-DKF_HEAD_DIM={HEAD_DIM}",
+        f"-DKF_ROPE={ROPE_CODES[ROPE]}",
+        f"-DKF_ROTARY_DIM={ROTARY_DIM}",
+    ),
     headers=(CUTLASS,),
 )
 ABI_VERSION = 1
@@ -79,10 +87,9 @@ def fast_path_blocker(x, w, cos, sin, bias, out):
 def _launch(x, w, cos, sin, bias, out):
     m, n = out.shape
     k = x.shape[1]
-    head_dim = 2 * cos.shape[1]
     ws_bytes, ws = workspace(_LIB, m, n, k, out.device)
     code = _LIB.kf_qkv_rotary(
-        x, w, bias, cos, sin, out, m, n, k, head_dim, (HEADS + KV_HEADS) * head_dim,
+        x, w, bias, cos, sin, out, m, n, k, HEAD_DIM, (HEADS + KV_HEADS) * HEAD_DIM,
         x.stride(0), w.stride(0), cos.stride(0), out.stride(0),
         ws, ws_bytes, torch.cuda.current_stream(out.device).cuda_stream,
     )
@@ -106,10 +113,10 @@ def run(x, w, cos, sin, *bias, out):
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[DTYPE]
     if any(t.dtype != dtype for t in (x, w, cos, sin, out, *bias)):
         raise TypeError(f"this candidate is built for {DTYPE} tensors only")
-    if 2 * cos.shape[1] != HEAD_DIM or out.shape[1] != (HEADS + 2 * KV_HEADS) * HEAD_DIM:
+    if 2 * cos.shape[1] != ROTARY_DIM or out.shape[1] != (HEADS + 2 * KV_HEADS) * HEAD_DIM:
         raise ValueError(
-            f"built for {HEADS} q heads and {KV_HEADS} k/v heads of {HEAD_DIM}: "
-            f"out {tuple(out.shape)}, cos {tuple(cos.shape)}"
+            f"built for {HEADS} q heads and {KV_HEADS} k/v heads of {HEAD_DIM}, "
+            f"{ROTARY_DIM} of them rotated: out {tuple(out.shape)}, cos {tuple(cos.shape)}"
         )
     if not out.is_cuda:
         raise RuntimeError("qkv_rotary_cutlass_sm90 runs on CUDA tensors only (an sm_90 GPU)")
@@ -125,7 +132,7 @@ def run(x, w, cos, sin, *bias, out):
 class CutlassSm90QkvRotary(EpilogueGemmFamily):
     name = "qkv_rotary_cutlass_sm90"
     op = "qkv_rotary"
-    layouts = ("i8+kv_heads=<n>", "i8+bias+kv_heads=<n>")
+    layouts = ("i8+kv_heads=<n>", "i8+bias+kv_heads=<n>", "pairs+rot=<R>+head_dim=<D>+kv_heads=<n>")
     description = (
         "one CUTLASS 3.x Hopper GEMM over the interleaved q/k/v weight (TMA + wgmma, "
         "warp-specialized), bias and rotary in a register epilogue"
@@ -133,7 +140,7 @@ class CutlassSm90QkvRotary(EpilogueGemmFamily):
     build_params = tuple(TILE_CHOICES)
 
     def serves(self, layout: str) -> bool:
-        return layout.startswith(INTERLEAVED)
+        return layout.startswith((INTERLEAVED, PAIRS))
 
     def template(self) -> str:
         return candidate_template(OP_PART, SOURCE)
@@ -158,4 +165,11 @@ class CutlassSm90QkvRotary(EpilogueGemmFamily):
 
     def fixed(self, problem: Problem) -> dict[str, Any]:
         _, h, hkv, d, _ = problem.shape
-        return {**super().fixed(problem), "HEADS": h, "KV_HEADS": hkv, "HEAD_DIM": d}
+        return {
+            **super().fixed(problem),
+            "HEADS": h,
+            "KV_HEADS": hkv,
+            "HEAD_DIM": d,
+            "ROPE": "pairs" if is_pairs(problem) else "half",
+            "ROTARY_DIM": rotary_dim(problem),
+        }
