@@ -271,14 +271,16 @@ def _find_pairs(g: Any, x: fx.Node, shape: tuple[int, ...], transposed: bool):
         for u, s in slices.items()
         if s is not None and s.start in (None, 0) and s.step in (None, 1)
     ]
-    if len(heads) == 1 and isinstance(heads[0].args[1][1].stop, int):
-        rot, r = heads[0], heads[0].args[1][1].stop
+    rot: Any = x
+    rest: Any = None
+    r = d
+    head = slices[heads[0]] if len(heads) == 1 else None
+    if head is not None and isinstance(head.stop, int):  # x[..., :R], then x[..., R:]
+        rot, r = heads[0], head.stop
         rests = [u for u, s in slices.items() if s == slice(r, None, None)]
         if len(rests) != 1 or len(users) != 2 or not 0 < r < d or r % 2:
             return None
         rest = rests[0]
-    else:
-        rot, r, rest = x, d, None
     parts = {u: _slice_of(u, rot) for u in rot.users}
     evens = [u for u, s in parts.items() if s == slice(None, None, 2)]
     odds = [u for u, s in parts.items() if s == slice(1, None, 2)]
@@ -286,28 +288,28 @@ def _find_pairs(g: Any, x: fx.Node, shape: tuple[int, ...], transposed: bool):
     if len(evens) != 1 or len(odds) != 1 or len(muls) != 1 or len(rot.users) != 3:
         return None
     even, odd, x_mul = evens[0], odds[0], muls[0]
-    neg = next(iter(odd.users), None)
+    neg: Any = next(iter(odd.users), None)
     if len(odd.users) != 1 or not _call(neg, NEG, ("neg",)) or len(neg.users) != 1:
         return None
-    stack = next(iter(neg.users))
+    stack: Any = next(iter(neg.users))
     items = stack.args[0] if stack.args else None
     dim = _dim(stack)
     if not _call(stack, STACK) or list(items or ()) != [neg, even] or dim not in (-1, 4):
         return None
-    flat = next(iter(stack.users), None)
+    flat: Any = next(iter(stack.users), None)
     flat_dim = flat.args[1] if flat is not None and len(flat.args) > 1 else None
     if len(stack.users) != 1 or not _call(flat, FLATTEN, ("flatten",)) or flat_dim not in (-2, 3):
         return None
-    sin_mul = next(iter(flat.users), None)
+    sin_mul: Any = next(iter(flat.users), None)
     if len(flat.users) != 1 or _operands(sin_mul) is None or len(sin_mul.users) != 1:
         return None
-    add = next(iter(sin_mul.users))
+    add: Any = next(iter(sin_mul.users))
     if not _call(add, ADD, ("add",)) or set(add.args) != {x_mul, sin_mul} or len(x_mul.users) != 1:
         return None
     out = add
     nodes = {x, rot, even, odd, neg, stack, flat, sin_mul, x_mul, add}
     if rest is not None:
-        cat = next(iter(add.users), None)
+        cat: Any = next(iter(add.users), None)
         cat_dim = None if cat is None else _dim(cat)
         if len(add.users) != 1 or not _call(cat, CAT) or cat_dim not in (-1, 3):
             return None

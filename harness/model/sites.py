@@ -21,7 +21,10 @@ every node's module call in `meta["nn_module_stack"]` (a module called twice get
                  its (b, heads, t, D) transpose, with cos/sin the model's own tables or
                  computed in forward as HF's rotary embedding does (rotation.py); prefill
                  with parameter weights takes them as one interleaved weight (and bias),
-                 layout i8[+bias]+kv_heads=<n>, made when the site is rewritten
+                 layout i8[+bias]+kv_heads=<n>, made when the site is rewritten; GPT-J's
+                 partial rotary of adjacent pairs (rotation.py), prefill with unbiased
+                 parameter weights only, takes them concatenated, layout
+                 pairs+rot=<R>+head_dim=<D>+kv_heads=<n>
     decode_attention  scaled_dot_product_attention of T queries against S >= T keys whose
                  mask is the model's own bool buffer (or a slice of one) that is causal from
                  the end (checked by value when the graph is captured), or no mask and T = 1;
