@@ -134,12 +134,17 @@ struct RegisterEpilogueBase {
     return reinterpret_cast<uint32_t const&>(out);
   }
 
-  // Two adjacent inputs (p 4-byte aligned, read-only while the kernel runs) as floats: one
+  // Two adjacent inputs (p 4-byte aligned, read-only while the kernel runs) as one word: one
   // 4-byte load where there were two 2-byte ones, through the read-only path (ld.global.nc),
   // so the compiler may issue it ahead of the epilogue's stores to out: a plain load must wait
-  // for every earlier store that could alias it, one memory latency per pair.
-  CUTLASS_DEVICE static cutlass::Array<float, 2> unpacked(Element const* p) {
-    const unsigned int word = __ldg(reinterpret_cast<unsigned int const*>(p));
+  // for every earlier store that could alias it. An epilogue issues a row's loads together,
+  // before its math: the accumulators leave few registers to run ahead with.
+  CUTLASS_DEVICE static uint32_t word(Element const* p) {
+    return __ldg(reinterpret_cast<unsigned int const*>(p));
+  }
+
+  // A word's two elements (the first in the low half) as floats.
+  CUTLASS_DEVICE static cutlass::Array<float, 2> floats(uint32_t word) {
     return cutlass::NumericArrayConverter<float, Element, 2>{}(
         reinterpret_cast<cutlass::Array<Element, 2> const&>(word));
   }

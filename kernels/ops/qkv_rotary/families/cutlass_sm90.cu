@@ -14,10 +14,10 @@
 // (out is the op's output for every layout). The bias (same interleave) is added first.
 // KF_HEAD_DIM is D (the candidate's HEAD_DIM): where a tile holds whole heads, each thread
 // loads a row's cos/sin once for every head in it.
-// KF_ROPE 1 is GPT-J's rotary (layouts "pairs+rot=<R>+head_dim=<D>+kv_heads=<n>"): w is the three weights
-// one after the other, not interleaved; the pairs (2i, 2i+1) of the first KF_ROTARY_DIM dims
-// of each q and k head turn by cos/sin (M, R/2), and wgmma's accumulator gives a thread both
-// columns of each such pair (c, c + 1), stored where they were.
+// KF_ROPE 1 is GPT-J's rotary (layouts "pairs+rot=<R>+head_dim=<D>+kv_heads=<n>"): w is the
+// three weights one after the other, not interleaved; the pairs (2i, 2i+1) of the first
+// KF_ROTARY_DIM dims of each q and k head turn by cos/sin (M, R/2), and wgmma's accumulator
+// gives a thread both columns of each such pair (c, c + 1), stored where they were.
 
 #ifndef KF_ROPE
 #define KF_ROPE 0
@@ -104,15 +104,6 @@ class RotaryEpilogue : public RegisterEpilogueBase {
   CUTLASS_DEVICE static int first_output(int n) {
     const int c = n % kHeadDim;
     return (c / 16) * 8 + (c & 7);
-  }
-
-  CUTLASS_DEVICE static uint32_t word(Element const* p) {
-    return __ldg(reinterpret_cast<unsigned int const*>(p));
-  }
-
-  CUTLASS_DEVICE static cutlass::Array<float, 2> floats(uint32_t word) {
-    return cutlass::NumericArrayConverter<float, Element, 2>{}(
-        reinterpret_cast<cutlass::Array<Element, 2> const&>(word));
   }
 
   // One pair's outputs: the bias added, q's and k's heads (n < rotated) turned by (cos, sin),
