@@ -102,21 +102,28 @@ def per_token_rows(table: torch.Tensor, shape, transposed: bool) -> torch.Tensor
     return full[:, :, 0, : shape[-1] // 2].reshape(-1, shape[-1] // 2).contiguous()
 
 
-def _tables(table: torch.Tensor, shape: tuple[int, ...], transposed: bool) -> torch.Tensor | None:
-    """A constant cos or sin table as per-token rows, or None when it is not rotate-half's:
-    different for some head, or its two halves unequal."""
+def _tables(
+    table: torch.Tensor, shape: tuple[int, ...], transposed: bool, form: str = "half"
+) -> torch.Tensor | None:
+    """A constant cos or sin table as per-token (b*t, D/2) rows, or None when it is not the
+    form's: different for some head, or its values unequal where the form repeats them (the
+    two halves for rotate-half, each pair's two dims for GPT-J's pairs)."""
     try:
         full = torch.broadcast_to(table, shape)
     except RuntimeError:
         return None
-    if transposed:
+    if transposed:  # (b, heads, t, D) -> token order (b, t, heads, D)
         full = full.transpose(1, 2)
-    half = shape[-1] // 2
     if not torch.equal(full, full[:, :, :1].expand_as(full)):
         return None
-    if not torch.equal(full[..., :half], full[..., half:]):
+    half = shape[-1] // 2
+    if form == "pairs":
+        first, second = full[..., 0::2], full[..., 1::2]
+    else:
+        first, second = full[..., :half], full[..., half:]
+    if not torch.equal(first, second):
         return None
-    return per_token_rows(table, shape, transposed)
+    return first[:, :, 0].reshape(-1, half).contiguous()
 
 
 ELEMENTWISE_FNS = {torch.cos, torch.sin}
@@ -240,22 +247,6 @@ def _slice_of(node: Any, x: Any) -> slice | None:
     return index[1] if isinstance(index[1], slice) else None
 
 
-def _pair_tables(table: torch.Tensor, shape: tuple[int, ...], transposed: bool):
-    """A constant GPT-J cos or sin table (each pair's two dims equal, the same for every
-    head) as per-token (b*t, R/2) rows, or None."""
-    try:
-        full = torch.broadcast_to(table, shape)
-    except RuntimeError:
-        return None
-    if transposed:
-        full = full.transpose(1, 2)
-    if not torch.equal(full, full[:, :, :1].expand_as(full)):
-        return None
-    if not torch.equal(full[..., 0::2], full[..., 1::2]):
-        return None
-    return full[:, :, 0, 0::2].reshape(-1, shape[-1] // 2).contiguous()
-
-
 def _dim(node: fx.Node) -> Any:
     """A cat's or stack's dim argument (positional or keyword; 0 when left out)."""
     return node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
@@ -325,7 +316,8 @@ def _find_pairs(g: Any, x: fx.Node, shape: tuple[int, ...], transposed: bool):
     if not (isinstance(cos, torch.Tensor) and isinstance(sin, torch.Tensor)):
         return None
     part = (*shape[:-1], r)
-    cos_rows, sin_rows = _pair_tables(cos, part, transposed), _pair_tables(sin, part, transposed)
+    cos_rows = _tables(cos, part, transposed, "pairs")
+    sin_rows = _tables(sin, part, transposed, "pairs")
     if cos_rows is None or sin_rows is None:
         return None
     return Rotation(
