@@ -54,7 +54,8 @@ def op_help() -> list[OpHelp]:
     rows = []
     for op in kernels.all_ops().values():
         bases = [x for x in op.layouts if "+" not in x]
-        extras = sorted({x[len(x.split("+")[0]) :] for x in op.layouts if "+" in x}, key=len)
+        # In the op's own order (its layouts list them so), each once.
+        extras = list(dict.fromkeys(x[len(x.split("+")[0]) :] for x in op.layouts if "+" in x))
         if bases == [""]:  # no base layout to name: the extras are the choices ("none, +bias")
             layouts = ", ".join(["none", *extras]) if extras else "—"
         else:

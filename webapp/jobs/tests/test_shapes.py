@@ -167,3 +167,4 @@ def test_an_op_without_a_base_layout_takes_none_or_its_extras():
     assert help_rows["qkv_rotary"].startswith("none, +bias (i8[+bias]+kv_heads=<HKV>: ")
     assert help_rows["softmax"] == "—"
     assert "(each also with +bias" in help_rows["matmul"]
+    assert help_rows["matmul"].index("+bias+gelu_erf") < help_rows["matmul"].index("+res")
