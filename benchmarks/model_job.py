@@ -9,7 +9,9 @@ uses torch.compile would still spend time on), with the Linear layers' time move
 fusions the model's graph allows (swiglu_gate, qkv_rotary). `--optimizer screen` screens our
 own families' starting points on every funded problem in one sandboxed process (minutes, not
 the agent's hours); `--optimizer families` evaluates each family's default point with the full
-harness protocol (no LangGraph needed). `--record NAME` wraps the result for
+harness protocol (no LangGraph needed). `--replay RESULT.json` checks a recorded job's kept
+kernels end to end again, rendered from their family and parameters (no profile, plan or
+search: minutes, not the job's budget). `--record NAME` wraps the result for
 benchmarks/results/: device, driver, versions, date, the exact command, and a summary: every
 baseline and every way with the kernels, their compile times, and the speedup of the best
 way with the kernels over the best baseline.
@@ -228,6 +230,32 @@ def run_model_job(
     return out
 
 
+def replay(recorded: dict[str, Any], source: str, **verify_kw: Any) -> dict[str, Any]:
+    """A recorded job's kept kernels, rendered again from their family and parameters, and
+    the model checked end to end with them: no profile, plan or search. For a second look at
+    a job's end-to-end result (its kernel tables say where the time went) in minutes, not the
+    job's budget."""
+    from kernels import get_op
+
+    recorded = recorded.get("result", recorded)
+    planned = {i["key"]: i["problem"] for i in recorded["plan"]["items"]}
+    outcomes, winners = [], []
+    for p in recorded.get("problems", []):
+        if not (p.get("kept") and p.get("family")):
+            continue
+        problem = Problem.from_dict(planned[p["key"]])
+        family = next(f for f in get_op(problem.op).families() if f.name == p["family"])
+        winners.append(Winner(p["key"], family.render(problem, p["params"])))
+        outcomes.append(p)
+    e2e = verify_model(source, winners, **verify_kw)
+    return {
+        "plan": recorded["plan"],
+        "problems": outcomes,
+        "end_to_end": e2e.to_dict(),
+        "ok": e2e.ok,
+    }
+
+
 def end_to_end_table(e2e: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per way the model ran: median forward back to back (OFFLINE) and one call at
     a time (SERVER), compile seconds, outputs within tolerance, or the error."""
@@ -316,6 +344,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--record", default=None, help="wrap --out as a benchmarks/results/ entry with this name"
     )
+    parser.add_argument(
+        "--replay",
+        default=None,
+        help="a recorded job's JSON: its kept kernels checked end to end again (no search)",
+    )
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     with open(args.model) as f:
@@ -326,19 +359,29 @@ def main(argv: list[str] | None = None) -> int:
             with open(args.out, "w") as f:
                 json.dump(partial, f, indent=1, default=str)
 
-    result = run_model_job(
-        source,
-        checkpoint=checkpoint,
-        budget_s=args.budget,
-        max_problems=args.max_problems,
-        min_budget_s=args.min_budget,
-        optimizer=args.optimizer,
-        device=args.device,
-        trace_to=args.trace,
-        compile_threads=args.compile_threads,
-        max_autotune=not args.no_max_autotune,
-        points=args.points,
-    )
+    if args.replay:
+        with open(args.replay) as f:
+            result = replay(
+                json.load(f),
+                source,
+                device=args.device,
+                compile_threads=args.compile_threads,
+                max_autotune=not args.no_max_autotune,
+            )
+    else:
+        result = run_model_job(
+            source,
+            checkpoint=checkpoint,
+            budget_s=args.budget,
+            max_problems=args.max_problems,
+            min_budget_s=args.min_budget,
+            optimizer=args.optimizer,
+            device=args.device,
+            trace_to=args.trace,
+            compile_threads=args.compile_threads,
+            max_autotune=not args.no_max_autotune,
+            points=args.points,
+        )
     if args.record:
         text = json.dumps(record(result, args.record, argv), indent=1, default=str)
         shown = json.dumps(summarize(result), indent=1, default=str)

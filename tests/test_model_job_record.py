@@ -4,6 +4,7 @@ where, and a summary whose numbers are the result's own (eager, launch-bound, CU
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from benchmarks import model_job
 
@@ -89,3 +90,34 @@ def test_a_record_names_the_command_versions_and_date():
     assert entry["timing_protocol"] == "kf-timing-v2"  # its times came after a read flush
     assert entry["date"].endswith("UTC") and entry["result"] is RESULT
     json.dumps(entry)  # plain JSON
+
+
+def test_a_replay_renders_the_recorded_kernels_again_and_checks_the_model_with_them():
+    recorded = {
+        "plan": {
+            "items": [
+                {"key": k, "problem": {"op": "rmsnorm", "shape": s, "dtype": "fp32", "layout": ""}}
+                for k, s in (("rmsnorm/32x64/fp32", [32, 64]), ("rmsnorm/8x64/fp32", [8, 64]))
+            ]
+        },
+        "problems": [
+            {"key": "rmsnorm/32x64/fp32", "family": "rmsnorm_rowwise", "kept": True, "params": {}},
+            {"key": "rmsnorm/8x64/fp32", "family": "rmsnorm_rowwise", "kept": False},
+        ],
+    }
+    recorded["problems"][0]["params"] = {
+        "MODE": "one_pass",
+        "BLOCK_N": 64,
+        "ROWS": 1,
+        "NUM_WARPS": 1,
+        "EVICT_FIRST": False,
+        "PROGRAMS_PER_SM": 0,
+        "STREAM_STORE": False,
+    }
+    model = (Path(__file__).parents[1] / "harness/tests/fixtures/models/tiny_mlp.py").read_text()
+    result = model_job.replay({"result": recorded}, model, device="cpu", max_samples=5)
+    e2e = result["end_to_end"]
+    assert result["ok"], e2e["message"]
+    assert e2e["hits"] == {"rmsnorm/32x64/fp32": 1}, "only the kept kernel, and it ran"
+    assert [p["key"] for p in result["problems"]] == ["rmsnorm/32x64/fp32"]
+    assert set(e2e["kernels"]) == {"eager", "ours"}

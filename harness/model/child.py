@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import importlib.util
 import json
+import statistics
 import sys
 import time
 import traceback
@@ -431,6 +432,9 @@ def verify(job: dict) -> dict:
             raise ModelStageError("load_kernel", f"{sub['key']}: {_tail(exc)}") from exc
     compile_options()
     _inductor_threads(job)
+    ablation: list[dict] = []
+    if job.get("ablate", True) and len(ops) > 1:
+        ops, ablation = _ablate(model, inputs, ops, job)
     backends = {
         "ours": Substituting(model, ops),
         "ours_compile": Substituting(model, ops, inner="inductor"),
@@ -469,6 +473,7 @@ def verify(job: dict) -> dict:
         "replaced": [s.to_dict() for s in backends["ours"].replaced],
         "hits": hits,
         "unused": unused,
+        "ablation": ablation,
     }
     first = next(iter(timing))
     if hits:
@@ -477,7 +482,93 @@ def verify(job: dict) -> dict:
         result |= headline(
             {n: e for n, e in report.items() if e["side"] == "baseline"}, *timing[first]
         )
+    result["kernels"] = {
+        name: _kernel_table(built, VARIANTS[name][1], inputs, job)
+        for name in (result.get("best_baseline"), result.get("best_ours"))
+        if name
+    }
     return result | {"regime": first}
+
+
+KERNEL_TABLE_ROWS = 40
+
+
+def _kernel_table(built: dict, how: str, inputs, job: dict) -> list[dict]:
+    """The GPU kernels of one forward of a way of running, slowest first: where the best
+    baseline and the best way with our kernels spend their time, side by side (what a fusion
+    saved, and what is left). A CUDA graph's way is profiled as the way it captured: the
+    same kernels, each one visible to the profiler."""
+    fn = built[how.removeprefix("graph:")]
+    records, steps, _wall = _profiled(fn, inputs, job, "trace_kernels.json")
+    totals: dict[str, list[float]] = {}
+    for r in records:
+        t = totals.setdefault(r.name, [0.0, 0])
+        t[0] += r.duration_us
+        t[1] += 1
+    rows = sorted(totals.items(), key=lambda kv: -kv[1][0])[:KERNEL_TABLE_ROWS]
+    return [
+        {"name": name, "us_per_step": us / steps, "calls_per_step": calls / steps}
+        for name, (us, calls) in rows
+    ]
+
+
+def _ablate(model, inputs, ops: dict, job: dict) -> tuple[dict, list[dict]]:
+    """Each kernel's own effect on the whole model: the model with every kernel against the
+    model with all but that one, timed interleaved. A kernel verified faster alone can still
+    slow the model down: torch.compile may already fuse the work it saves into a neighbour
+    (a residual add into the next norm) at no cost. Such a kernel is left out (never ship a
+    loss, per kernel); one whose effect is within noise stays. Returns (the kernels kept,
+    one row per kernel that ran)."""
+    from harness import timing
+    from harness.model import ops as kernel_ops
+    from harness.model.substitute import Substituting
+    from harness.results import Regime
+
+    device = job["device"]
+    how = "ours_compile" if job.get("compile", device == "cuda") else "ours"
+    inner = "inductor" if how == "ours_compile" else None
+
+    def way(subset: dict):
+        fn, _compile_s = _build_variant(
+            how, model, inputs, {}, {how: Substituting(model, subset, inner=inner)}
+        )
+        return _timed_call(fn, inputs)
+
+    kernel_ops.hits.clear()
+    fns = {"": way(ops)}  # its first call (the compile) counts the kernels that ran
+    ran = [key for key in ops if kernel_ops.hits[key]]
+    if len(ran) < 2:  # one kernel: "without it" is the model unchanged, the check's baseline
+        return ops, []
+    for key in ran:
+        fns[key] = way({k: v for k, v in ops.items() if k != key})
+    regime = Regime.OFFLINE if device == "cuda" else Regime.INTERPRETER
+    samples = timing.time_interleaved(
+        fns,
+        regime=regime,
+        min_samples=int(job.get("min_samples", 10)),
+        max_samples=int(job.get("max_samples", 50)),
+        target_rel_err=0.01,
+        warmup_calls=3,
+        max_seconds=float(job.get("max_timing_s", 60)),
+    )
+    us = {n: s.plain_us if device == "cuda" else s.host_us for n, s in samples.items()}
+    rows = []
+    for key in ran:
+        # > 1: the model is faster with this kernel than without it.
+        lo, hi = timing.speedup_ci(us[key], us[""])
+        with_us, without_us = statistics.median(us[""]), statistics.median(us[key])
+        rows.append(
+            {
+                "key": key,
+                "with_us": with_us,
+                "without_us": without_us,
+                "effect": without_us / with_us,
+                "effect_ci": [lo, hi],
+                "kept": hi >= 1.0,
+            }
+        )
+    dropped = {r["key"] for r in rows if not r["kept"]}
+    return {k: v for k, v in ops.items() if k not in dropped}, rows
 
 
 class _Graphed:

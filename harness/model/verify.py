@@ -53,6 +53,11 @@ class EndToEnd:
     hits: dict[str, int] = field(default_factory=dict)  # problem key -> kernel calls per forward
     unused: list[str] = field(default_factory=list)  # winners no site of the model used
     replaced: list[dict] = field(default_factory=list)  # the sites that call a kernel
+    # best baseline's and best way's names -> their GPU kernels per forward, slowest first
+    kernels: dict[str, list[dict]] = field(default_factory=dict)
+    # per kernel that ran: the model's time with every kernel and without this one (child.py)
+    ablation: list[dict] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)  # kernels the model was slower with
     regime: str = ""
     failure: ModelFailure | None = None
     message: str = ""
@@ -82,6 +87,9 @@ class EndToEnd:
             "hits": self.hits,
             "unused": self.unused,
             "replaced": self.replaced,
+            "kernels": self.kernels,
+            "ablation": self.ablation,
+            "left_out": self.left_out,
             "regime": self.regime,
             "failure": self.failure.value if self.failure else None,
             "message": self.message,
@@ -124,8 +132,11 @@ def verify_model(
     for regime, stats in r["timing"].items():
         for name, st in stats.items():
             variants[name][regime] = st
-    unused = winners and not r["hits"]  # no site of the model matched a winner
-    ok = r.get("best_ours") is not None or not winners or bool(unused)
+    ablation = r.get("ablation", [])
+    left_out = [a["key"] for a in ablation if not a["kept"]]
+    every_one_slower = bool(left_out) and not r["hits"]
+    unused = winners and not r["hits"] and not left_out  # no site matched a winner
+    ok = r.get("best_ours") is not None or not winners or bool(unused) or every_one_slower
     e2e = EndToEnd(
         ok=ok,
         device=r["device"],
@@ -140,12 +151,21 @@ def verify_model(
         hits=r["hits"],
         unused=r["unused"],
         replaced=r["replaced"],
+        kernels=r.get("kernels", {}),
+        ablation=ablation,
+        left_out=left_out,
         regime=r["regime"],
     )
     if not winners:
         e2e.message = (
             "No kernel beat PyTorch on this model's problems: the model runs unchanged and the "
             "package replaces no PyTorch op."
+        )
+    elif every_one_slower:
+        e2e.message = (
+            "Each kernel made the model slower end to end than it runs without that kernel "
+            "(torch.compile already does the work it saves), so every one was left out: the "
+            "model runs unchanged and the package replaces no PyTorch op."
         )
     elif unused:
         e2e.message = (

@@ -1,7 +1,8 @@
 """On a GPU: a model's profile is of CUDA kernels tied to their modules (and of the compiled
 model's kernels, for the plan), and a substituted kernel is verified end to end against every
-baseline. Skipped where no GPU is visible (CI). Not yet run on a GPU with these assertions
-(the session's device time went to the model jobs: benchmarks/results/model_*_h100*.json)."""
+baseline, and a kernel the model is slower with is left out. Skipped where no GPU is visible
+(CI). The two end-to-end tests passed on an H200 (2026-11-30); the profile tests were not
+re-run with these assertions."""
 
 from __future__ import annotations
 
@@ -71,3 +72,34 @@ def test_it_times_every_baseline_and_every_way_with_the_kernels():
     assert result.best_baseline in result.variants and result.best_ours.startswith("ours")
     lo, hi = result.speedup_ci
     assert 0 < lo <= hi
+    # Where the two best ways spend a forward, read from the profiler: GPU kernels, by name.
+    assert set(result.kernels) == {result.best_baseline, result.best_ours}
+    assert all(rows and rows[0]["us_per_step"] > 0 for rows in result.kernels.values())
+
+
+SLOW_MATMUL_KERNEL = """
+import torch
+
+def run(a, b, out):
+    for _ in range(200):  # right, and 200 times the work
+        torch.matmul(a, b.T, out=out)
+"""
+
+
+def test_the_check_leaves_out_a_kernel_the_compiled_model_is_slower_with():
+    result = verify_model(
+        TINY_BF16,
+        [
+            Winner("matmul/32x128x64/bf16/NT", MATMUL_KERNEL),
+            Winner("matmul/32x64x128/bf16/NT", SLOW_MATMUL_KERNEL),
+        ],
+        device="cuda",
+        max_samples=20,
+        max_autotune=False,
+    )
+    assert result.ok, result.message
+    effects = {a["key"]: a for a in result.ablation}
+    assert set(effects) == {"matmul/32x128x64/bf16/NT", "matmul/32x64x128/bf16/NT"}
+    assert not effects["matmul/32x64x128/bf16/NT"]["kept"]
+    assert result.left_out == ["matmul/32x64x128/bf16/NT"]
+    assert result.hits == {"matmul/32x128x64/bf16/NT": 1}

@@ -125,6 +125,56 @@ def test_it_verifies_a_substituted_kernel_end_to_end():
     assert result.best_baseline == "eager" and result.best_ours == "ours"
     assert result.speedup and result.speedup > 0 and result.regime == "interpreter"
     assert result.faster == (result.speedup_ci[0] > 1.0)
+    # Where each of the two ways spends a forward (CPU ops here, GPU kernels on a GPU).
+    assert set(result.kernels) == {"eager", "ours"}
+    for rows in result.kernels.values():
+        times = [r["us_per_step"] for r in rows]
+        assert times and times == sorted(times, reverse=True) and times[0] > 0
+
+
+SLOW_RMSNORM_KERNEL = "import time\n" + RMSNORM_KERNEL.replace(
+    "    xf = x.float()", "    time.sleep(0.02)\n    xf = x.float()"
+)
+
+
+def test_a_kernel_the_model_is_slower_with_is_left_out():
+    """Each kernel right and each verified on its own; but the model with the slow one runs
+    20 ms longer than without it, so the check leaves it out and times the model without it."""
+    result = verify_model(
+        model("two_norms"),
+        [
+            Winner("rmsnorm/32x64/fp32", RMSNORM_KERNEL),
+            Winner("rmsnorm/32x32/fp32", SLOW_RMSNORM_KERNEL),
+        ],
+        device="cpu",
+        limits=QUICK,
+        max_samples=5,
+    )
+    assert result.ok, result.message
+    effects = {a["key"]: a for a in result.ablation}
+    assert set(effects) == {"rmsnorm/32x64/fp32", "rmsnorm/32x32/fp32"}
+    slow = effects["rmsnorm/32x32/fp32"]
+    assert not slow["kept"] and slow["effect_ci"][1] < 1.0
+    assert slow["with_us"] > slow["without_us"] + 10_000
+    assert effects["rmsnorm/32x64/fp32"]["kept"]
+    assert result.left_out == ["rmsnorm/32x32/fp32"]
+    assert result.hits == {"rmsnorm/32x64/fp32": 1}, "the model ran without the slow kernel"
+
+
+def test_it_leaves_every_kernel_out_when_each_one_slows_the_model():
+    result = verify_model(
+        model("two_norms"),
+        [
+            Winner("rmsnorm/32x64/fp32", SLOW_RMSNORM_KERNEL),
+            Winner("rmsnorm/32x32/fp32", SLOW_RMSNORM_KERNEL),
+        ],
+        device="cpu",
+        limits=QUICK,
+        max_samples=5,
+    )
+    assert result.ok and not result.faster and not result.hits
+    assert sorted(result.left_out) == ["rmsnorm/32x32/fp32", "rmsnorm/32x64/fp32"]
+    assert "left out" in result.message and "unchanged" in result.message
 
 
 def test_it_fails_the_end_to_end_check_when_a_kernel_is_wrong():

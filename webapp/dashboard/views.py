@@ -16,9 +16,11 @@ from webapp.dashboard import code, selectors
 from webapp.downloads.builder import build_package
 from webapp.jobs.models import Iteration, Job, Problem
 from webapp.jobs.selectors import (
+    LEFT_OUT_MESSAGE,
     Winner,
     job_get_for_user,
     jobs_visible_to,
+    kernel_ships,
     model_unbeaten,
     no_winner_message,
     package_winners,
@@ -54,7 +56,8 @@ def iteration_detail(request: HttpRequest, job_id: uuid.UUID, seq: int) -> HttpR
             "job": job,
             "v": view,
             "it": iteration,
-            "downloadable": iteration.ranked and not model_unbeaten(job_id=job.id),
+            "downloadable": iteration.ranked
+            and kernel_ships(job_id=job.id, problem_key=iteration.task.problem.key),
             "parent": parent,
             "diff": rows,
             "diff_truncated": truncated,
@@ -182,6 +185,9 @@ def problem_package(request: HttpRequest, job_id: uuid.UUID, seq: int) -> HttpRe
         return redirect("dashboard:iteration", job_id=job.id, seq=seq)
     if model_unbeaten(job_id=job.id):
         messages.info(request, no_winner_message(job_id=job.id))
+        return redirect("dashboard:iteration", job_id=job.id, seq=seq)
+    if not kernel_ships(job_id=job.id, problem_key=iteration.task.problem.key):
+        messages.info(request, LEFT_OUT_MESSAGE)
         return redirect("dashboard:iteration", job_id=job.id, seq=seq)
     winner = Winner(task=iteration.task, iteration=iteration)
     return _package_response(request, job, [winner], [iteration.task.problem])

@@ -151,17 +151,42 @@ def model_unbeaten(*, job_id: uuid.UUID | str) -> bool:
     return e2e is not None and not e2e.get("faster")
 
 
+def model_left_out(*, job_id: uuid.UUID | str) -> set[str]:
+    """Problem keys whose kernel a model job's end-to-end check left out: the model ran
+    slower with it than without it (harness.model.verify's ablation)."""
+    return set(_dict(_model_end_to_end(job_id)).get("left_out") or ())
+
+
+LEFT_OUT_MESSAGE = (
+    "The model ran slower with this kernel than without it in its end-to-end check (timed "
+    "with every other kernel in place), so it was left out of the model and of the package."
+)
+
+
+def kernel_ships(*, job_id: uuid.UUID | str, problem_key: str) -> bool:
+    """A job's verified win on this problem may be downloaded: never for a model job the
+    kernels did not make faster end to end, nor for a kernel that model ran slower with."""
+    if model_unbeaten(job_id=job_id):
+        return False
+    return problem_key not in model_left_out(job_id=job_id)
+
+
 def package_winners(*, job_id: uuid.UUID | str) -> list[Winner]:
     """What a download of the job ships (the pages and the API): its winners, and a model
-    job's only once the model with them beat its best baseline end to end. [] means no
-    package; no_winner_message says why."""
-    return [] if model_unbeaten(job_id=job_id) else job_winners(job_id=job_id)
+    job's only once the model with them beat its best baseline end to end, less any kernel
+    the model ran slower with. [] means no package; no_winner_message says why."""
+    if model_unbeaten(job_id=job_id):
+        return []
+    left_out = model_left_out(job_id=job_id)
+    return [w for w in job_winners(job_id=job_id) if w.task.problem.key not in left_out]
 
 
 def job_has_winner(*, job_id: uuid.UUID | str) -> bool:
     """There is a package to download (package_winners is not empty)."""
     if model_unbeaten(job_id=job_id):
         return False
+    if model_left_out(job_id=job_id):
+        return bool(package_winners(job_id=job_id))
     return Iteration.objects.filter(job_id=job_id, ranked=True).exists()
 
 
@@ -353,6 +378,19 @@ class WayRow:
 
 
 @dataclass(frozen=True)
+class KernelEffect:
+    """One kernel's own effect on the model (harness.model.child._ablate): the model's time
+    with every kernel against with all but this one. Shipped only if not slower with it."""
+
+    key: str
+    with_us: float
+    without_us: float
+    effect: float  # without / with: > 1, the model is faster with this kernel
+    effect_ci: list[float]
+    kept: bool
+
+
+@dataclass(frozen=True)
 class EndToEndView:
     """A model's end-to-end check as the page and the package show it. Its timing ran inside
     the model's own process (the user's code: harness/README.md, the trust boundary), so it is
@@ -367,6 +405,7 @@ class EndToEndView:
     message: str
     device_name: str
     chart: dict[str, Any]
+    kernel_effects: list[KernelEffect]
     provenance: str = (
         "Measured inside the model's own process, with its own code (the harness cannot make "
         "that tamper-proof): each kernel in it was judged on its own, and team leaderboards "
@@ -438,6 +477,7 @@ def end_to_end_view(run: ModelRun) -> EndToEndView | None:
         faster=bool(e2e.get("faster")),
         message=without_package(e2e.get("message", "")),
         device_name=e2e.get("device_name", ""),
+        kernel_effects=[KernelEffect(**a) for a in e2e.get("ablation") or ()],
         chart={
             "labels": [r.label for r in timed],
             "us": [round(r.offline_us, 2) for r in timed],

@@ -99,3 +99,40 @@ def test_a_model_nothing_beats_ships_nothing_and_its_page_says_why(alice, team, 
     api = client_for(api_services.token_create(user=alice, name="t")[1])
     error = api.get(f"/api/v1/jobs/{job.id}/download").json()["error"]
     assert error["code"] == "no_winners" and error["message"] == why
+
+
+def test_a_kernel_the_model_ran_slower_with_ships_neither_in_the_package_nor_alone(
+    alice, team, client
+):
+    """The model beat its best baseline, but its check left one kernel out (the model was
+    slower with it than without): the package holds the others, that problem's own download
+    is refused, and the page shows each kernel's effect."""
+    e2e = _recorded_end_to_end()
+    job = _model_job(alice, team, e2e)
+    job_winners_keys = [w.task.problem.key for w in job_winners(job_id=job.id)]
+    left = job_winners_keys[0]
+    ablation = [
+        {"key": k, "with_us": 100.0, "without_us": 96.0 if k == left else 104.0,
+         "effect": 0.96 if k == left else 1.04,
+         "effect_ci": [0.95, 0.97] if k == left else [1.03, 1.05], "kept": k != left}
+        for k in job_winners_keys
+    ]  # fmt: skip
+    ModelRun.objects.filter(job=job).update(
+        end_to_end=e2e | {"ablation": ablation, "left_out": [left]}
+    )
+    shipped = [w.task.problem.key for w in package_winners(job_id=job.id)]
+    assert shipped == job_winners_keys[1:]
+    table, _readme = _package(job)
+    assert len(table["entries"]) == len(shipped)
+
+    client.force_login(alice)
+    page = client.get(reverse("jobs:detail", args=[job.id])).content.decode()
+    assert "Download winners" in page and 'id="kernel-effects"' in page
+    assert "the model is slower with it" in page
+    seq = next(w for w in job_winners(job_id=job.id) if w.task.problem.key == left).iteration.seq
+    assert (
+        "Download package"
+        not in client.get(reverse("dashboard:iteration", args=[job.id, seq])).content.decode()
+    )
+    response = client.get(reverse("dashboard:problem_package", args=[job.id, seq]))
+    assert response.status_code == 302

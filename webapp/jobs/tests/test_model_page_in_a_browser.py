@@ -32,6 +32,18 @@ def test_the_model_page_shows_every_baseline_and_draws_the_end_to_end_chart(
     with django_capture_on_commit_callbacks(execute=False):
         (job,) = model_jobs(alice, team, [source], title="GPT-J block", gpu_minutes=10)
     e2e = result["end_to_end"] | {"winners": [], "predicted": result["predicted_from_kernels"]}
+    # Each kernel's own effect (a made-up ablation: this checks the page, not a measurement):
+    # a kernel of another planned problem made the model slower and was left out; the
+    # recorded ones ran.
+    left = next(i["key"] for i in result["plan"]["items"] if i["key"] not in e2e["hits"])
+    keys = [left, *sorted(e2e["hits"])]
+    e2e["ablation"] = [
+        {"key": k, "with_us": 1150.0, "without_us": 1150.0 + (-6.0 if i == 0 else 20.0 * i),
+         "effect": (1150.0 + (-6.0 if i == 0 else 20.0 * i)) / 1150.0,
+         "effect_ci": [0.993, 0.996] if i == 0 else [1.01, 1.03], "kept": i != 0}
+        for i, k in enumerate(keys)
+    ]  # fmt: skip
+    e2e["left_out"] = keys[:1]
     ModelRun.objects.filter(job=job).update(
         status=ModelRun.Status.DONE, end_to_end=e2e, profile=result["profile"], plan=result["plan"]
     )
@@ -48,6 +60,7 @@ def test_the_model_page_shows_every_baseline_and_draws_the_end_to_end_chart(
         rows = page.locator("#end-to-end-timings tbody tr").count()
         basis = page.inner_text("#plan-basis")
         first_planned = page.inner_text("#plan tbody tr:first-child")
+        effects = page.locator("#kernel-effects tbody tr").all_inner_texts()
         shot = Path(os.environ.get("KF_SCREENSHOT_DIR") or tmp_path) / "model-page-laptop.png"
         page.screenshot(path=str(shot), full_page=True)
         browser.close()
@@ -57,4 +70,7 @@ def test_the_model_page_shows_every_baseline_and_draws_the_end_to_end_chart(
     assert "compiled model" in basis
     # The saving the plan expected of its first problem, the bias+GELU GEMM (4.2 % of the time).
     assert "NT+bias+gelu" in first_planned and "4.2 %" in first_planned, first_planned
+    assert len(effects) == len(keys) >= 2
+    assert keys[0] in effects[0] and "the model is slower with it" in effects[0], effects[0]
+    assert all(e.rstrip().endswith("yes") for e in effects[1:]), effects
     assert shot.stat().st_size > 10_000
