@@ -7,6 +7,10 @@
 # (benchmarks/device_env.sh says what). Start it with setsid so it outlives the device call that
 # starts it; OUT_DIR/log.log shows progress and ends with an "exit" line; each model's JSON
 # (recorded as model_NAME) and log are beside it.
+# With KF_LIBRARY_CLASSES (op/dtype/layout,...) the machine's kernel library is built first,
+# for at most KF_LIBRARY_MINUTES (default 8) on every core, as a GPU worker builds it when it
+# starts (harness/library.py), then copied into each chain's cache: the jobs run with a warm
+# library, as on a worker that has been up a while. OUT_DIR/library.json is the build report.
 set -u
 out=$(realpath -m "$1") budget=$2
 shift 2
@@ -18,7 +22,7 @@ gpus=${KF_GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
 chain() {  # chain GPU: the models at GPU, GPU + gpus, ... one after another on that GPU
     local gpu=$1 i name
     source benchmarks/device_env.sh "/tmp/kf-model-repo-$gpu"
-    export CUDA_VISIBLE_DEVICES=$gpu KF_CACHE_DIR=${KF_CACHE_DIR:-/tmp/kf-machine}-$gpu
+    export CUDA_VISIBLE_DEVICES=$gpu KF_CACHE_DIR=$cache-$gpu
     for ((i = gpu; i < ${#models[@]}; i += gpus)); do
         name=${models[$i]}
         echo "model $name started on GPU $gpu $(date -u +%FT%TZ)" >>"$out/log.log"
@@ -28,6 +32,20 @@ chain() {  # chain GPU: the models at GPU, GPU + gpus, ... one after another on 
         echo "model $name rc $? $(date -u +%FT%TZ)" >>"$out/log.log"
     done
 }
+
+cache=${KF_CACHE_DIR:-/tmp/kf-machine}
+if [ -n "${KF_LIBRARY_CLASSES:-}" ]; then
+    echo "library build started $(date -u +%FT%TZ)" >>"$out/log.log"
+    (
+        source benchmarks/device_env.sh /tmp/kf-library-repo
+        KF_CACHE_DIR=$cache-0 python3 -m harness.library build --classes "$KF_LIBRARY_CLASSES" \
+            --minutes "${KF_LIBRARY_MINUTES:-8}" --out "$out/library.json" >"$out/library.log" 2>&1
+    )
+    for ((gpu = 1; gpu < gpus && gpu < ${#models[@]}; gpu++)); do
+        rm -rf "$cache-$gpu" && cp -a "$cache-0" "$cache-$gpu"
+    done
+    echo "library build rc done $(date -u +%FT%TZ)" >>"$out/log.log"
+fi
 
 for ((gpu = 0; gpu < gpus && gpu < ${#models[@]}; gpu++)); do
     (chain "$gpu") &
