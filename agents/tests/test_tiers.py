@@ -169,6 +169,24 @@ def test_the_finish_verifies_a_near_tie_of_the_best_that_could_win_in_the_time_k
     assert challenger({**losing, "screened": screened("l", 0.90)}, CONFIG) is None  # cannot win
 
 
+def test_the_finish_verifies_a_late_batchs_faster_render_over_one_that_ran_more_rounds():
+    """A CUTLASS point whose compile came last was screened in a batch of its own (1 round) at
+    1.184x; a Triton point of an earlier batch survived 3 halving rounds at 1.112x. The finish
+    verifies the faster one; a noisy 1-round number is discounted by its noise."""
+    from agents.tiers import challenger
+
+    best = {"speedup": 1.115, "screen_speedup": 1.115, "noise": 0.01, "index": 0, "speedups": {}}
+    triton = _screened("matmul_tiled", entry("triton", 1.112))
+    triton["rounds"] = 3
+    cutlass = _screened("matmul_cutlass_sm90", entry("cutlass", 1.184))
+    cutlass["rounds"] = 1
+    state = {"best": best, "seen": {}, "screened": {"a": triton, "b": cutlass}}
+    assert challenger(state, CONFIG)["candidate_id"] == "cutlass"
+    noisy = {**cutlass, "noise": 0.2}  # 1.184 / 1.2 < 1.112 / 1.005
+    state = {"best": best, "seen": {}, "screened": {"a": triton, "b": noisy}}
+    assert challenger(state, CONFIG)["candidate_id"] == "triton"
+
+
 def test_once_a_full_verification_timed_a_faster_baseline_the_screen_is_read_against_it():
     """GPT-2's lm_head on an H200: torch.compile ran 3.7x faster than torch.matmul, the screen's
     baseline, so a render screened at 1.6x torch could not win and waits for the finish."""

@@ -117,8 +117,9 @@ def test_a_kernel_the_model_ran_slower_with_ships_neither_in_the_package_nor_alo
          "effect_ci": [0.95, 0.97] if k == left else [1.03, 1.05], "kept": k != left}
         for k in job_winners_keys
     ]  # fmt: skip
+    winners = [{"key": k, "kernel_speedup": 1.2} for k in job_winners_keys]
     ModelRun.objects.filter(job=job).update(
-        end_to_end=e2e | {"ablation": ablation, "left_out": [left]}
+        end_to_end=e2e | {"ablation": ablation, "left_out": [left], "winners": winners}
     )
     shipped = [w.task.problem.key for w in package_winners(job_id=job.id)]
     assert shipped == job_winners_keys[1:]
@@ -129,6 +130,8 @@ def test_a_kernel_the_model_ran_slower_with_ships_neither_in_the_package_nor_alo
     page = client.get(reverse("jobs:detail", args=[job.id])).content.decode()
     assert "Download winners" in page and 'id="kernel-effects"' in page
     assert "the model is slower with it" in page
+    assert f"<code>{left}</code> (1.20x, left out: the model was slower with it)" in page
+    assert f"<code>{job_winners_keys[1]}</code> (1.20x)" in page
     seq = next(w for w in job_winners(job_id=job.id) if w.task.problem.key == left).iteration.seq
     assert (
         "Download package"
