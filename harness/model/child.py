@@ -541,16 +541,7 @@ def _ablate(model, inputs, ops: dict, job: dict) -> tuple[dict, list[dict]]:
         return ops, []
     for key in ran:
         fns[key] = way({k: v for k, v in ops.items() if k != key})
-    regime = Regime.OFFLINE if device == "cuda" else Regime.INTERPRETER
-    samples = timing.time_interleaved(
-        fns,
-        regime=regime,
-        min_samples=int(job.get("min_samples", 10)),
-        max_samples=int(job.get("max_samples", 50)),
-        target_rel_err=0.01,
-        warmup_calls=3,
-        max_seconds=float(job.get("max_timing_s", 60)),
-    )
+    samples = _interleaved(fns, Regime.OFFLINE if device == "cuda" else Regime.INTERPRETER, job)
     us = {n: s.plain_us if device == "cuda" else s.host_us for n, s in samples.items()}
     rows = []
     for key in ran:
@@ -658,6 +649,21 @@ def _hits(built: dict, ops: dict, inputs, device: str) -> tuple[dict, list[str]]
     return hits, sorted(set(ops) - set(hits))
 
 
+def _interleaved(fns: dict, regime, job: dict) -> dict:
+    """Every way's samples in one regime, interleaved (kf-timing-v2), within the job's caps."""
+    from harness import timing
+
+    return timing.time_interleaved(
+        fns,
+        regime=regime,
+        min_samples=int(job.get("min_samples", 10)),
+        max_samples=int(job.get("max_samples", 50)),
+        target_rel_err=0.01,
+        warmup_calls=3,
+        max_seconds=float(job.get("max_timing_s", 60)),
+    )
+
+
 def _time_all(fns: dict, job: dict) -> dict[str, tuple[dict, dict]]:
     """regime -> (stats per name, reported samples per name)."""
     from harness import timing
@@ -668,15 +674,7 @@ def _time_all(fns: dict, job: dict) -> dict[str, tuple[dict, dict]]:
     baselines = [n for n in fns if VARIANTS[n][0] == "baseline"]
     out = {}
     for regime in regimes:
-        samples = timing.time_interleaved(
-            fns,
-            regime=regime,
-            min_samples=int(job.get("min_samples", 10)),
-            max_samples=int(job.get("max_samples", 50)),
-            target_rel_err=0.01,
-            warmup_calls=3,
-            max_seconds=float(job.get("max_timing_s", 60)),
-        )
+        samples = _interleaved(fns, regime, job)
         if device == "cuda":
             reported, tails = timing.reported_us(
                 {n: s.synced_us for n, s in samples.items()},
