@@ -115,23 +115,39 @@ def representative(problem_class: str) -> Problem:
 
 
 def planned(classes: tuple[str, ...] = DEFAULT_CLASSES) -> list[Planned]:
-    """Every build of every class, nearest each family's default first, the classes taken in
-    turn: a whole class takes ~20 min of a 16-core host (53 CPU-s a CUTLASS build on an H200's
-    host, both_ways_h200_2shapes.json), and a model's Linear (NT) must not wait for all of NN."""
+    """Every build of every class, the classes taken in turn: a whole class takes ~20 min of a
+    16-core host (53 CPU-s a CUTLASS build on an H200's host, both_ways_h200_2shapes.json), and
+    a model's Linear (NT) must not wait for all of NN. Within a class, the builds of the op's
+    measured starting points first, then nearest each family's default: a build cut short
+    (a worker just started, `--minutes`) has the leaders."""
     from harness.ops import resolve_op
 
     per_class = []
     for problem_class in classes:
         problem = representative(problem_class)
-        resolve_op(problem.op).validate(problem)
-        per_class.append(
-            [
-                Planned(family, problem, p)
-                for family in resolve_op(problem.op).families()
-                for p in family.library_points(problem)
-            ]
-        )
+        op = resolve_op(problem.op)
+        op.validate(problem)
+        items = [
+            Planned(family, problem, p)
+            for family in op.families()
+            for p in family.library_points(problem)
+        ]
+        leaders = _leader_builds(op, problem)
+        items.sort(key=lambda i: i.key not in leaders)  # stable: nearest the default next
+        per_class.append(items)
     return [item for turn in itertools.zip_longest(*per_class) for item in turn if item is not None]
+
+
+def _leader_builds(op: Any, problem: Problem) -> set[str]:
+    """Entry keys of the builds the op's starting points for this problem would use."""
+    families = {f.name: f for f in op.families()}
+    keys = set()
+    for name, partial in op.starting_points(problem):
+        family = families.get(name)
+        if family is not None and family.build_params:
+            point = {**family.default(problem), **partial}
+            keys.add(entry_key(family, class_of(problem), point))
+    return keys
 
 
 # ------------------------------------------------------------------ the manifest

@@ -210,3 +210,19 @@ def test_the_classes_are_built_in_turn_each_nearest_its_default_first():
         assert [i.point for i in items if library.class_of(i.problem) == c] == [
             i.point for i in library.planned((c,))
         ]
+
+
+def test_a_class_builds_its_measured_starting_points_first():
+    """A build cut short (a worker just started, --minutes) has the op's leaders: the CUTLASS
+    points of kernels/ops/matmul/starting_points.py and swiglu's measured ones come first."""
+    from harness.ops import resolve_op
+
+    for problem_class in ("matmul/bf16/NT", "swiglu_gate/bf16/i8"):
+        items = library.planned((problem_class,))
+        problem = items[0].problem
+        op = resolve_op(problem.op)
+        leaders = library._leader_builds(op, problem)
+        assert leaders, problem_class
+        first = [i.key for i in items[: len(leaders)]]
+        assert set(first) == leaders, problem_class
+        assert {i.key for i in items} >= leaders  # every leader is a library build
