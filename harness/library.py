@@ -42,8 +42,23 @@ from typing import Any
 from kernels.problem import Family, Problem
 
 # The classes a GPU worker builds when it starts: what models and shape sets mostly ask for
-# (torch's Linear is x @ W.T: layout NT).
-DEFAULT_CLASSES = ("matmul/bf16/NN", "matmul/bf16/NT", "matmul/fp16/NN", "matmul/fp16/NT")
+# (torch's Linear is x @ W.T: layout NT), with the epilogues a model job's fusion sites take
+# (bias + GELU in both forms, residual adds, SwiGLU's gate): a model job's problems otherwise
+# met a cold library, where the agent screened 2 CUTLASS points of a 198 s slice and a
+# CUTLASS 1.184x arrived too late to verify (model_gptj_block_h200_v2.json). The classes are
+# built in turn, each with its leaders first; bf16 (what models run) before fp16.
+DEFAULT_CLASSES = (
+    "matmul/bf16/NT",
+    "matmul/bf16/NN",
+    "swiglu_gate/bf16/i8",
+    "matmul/bf16/NT+bias+gelu",
+    "matmul/bf16/NT+bias+gelu_erf",
+    "matmul/bf16/NT+res",
+    "matmul/bf16/NT+bias+res",
+    "matmul/bf16/NT+bias",
+    "matmul/fp16/NT",
+    "matmul/fp16/NN",
+)
 # A shape every library point of the op accepts: builds do not depend on it, renders name it.
 # swiglu_gate's library is its CUTLASS family's, for layout i8 (`--classes swiglu_gate/bf16/i8`).
 # qkv_rotary's CUTLASS family has none: its "i8" layouts name the model's k/v heads, so a class
