@@ -295,6 +295,10 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         ],
         "amdahl_predicted_from_kernels": result.get("predicted_from_kernels"),
         "hits": e2e.get("hits"),
+        "kernel_effects": [
+            {k: a.get(k) for k in ("key", "effect", "effect_ci", "kept")}
+            for a in e2e.get("ablation") or ()
+        ],
         "end_to_end": end_to_end_table(e2e),
         "best_baseline": e2e.get("best_baseline"),
         "best_ours": e2e.get("best_ours"),

@@ -79,6 +79,7 @@ def test_the_summary_copies_every_way_and_the_speedup_over_the_best_baseline():
     assert rows["compile_max_autotune"]["error"].endswith("!")
     assert len(rows["compile_max_autotune"]["error"]) == 400
     assert summary["best_baseline"] == "compile" and summary["best_ours"] == "ours_compile"
+    assert summary["kernel_effects"] == []  # one kernel: nothing to weigh it against
     assert summary["speedup_over_best_baseline"] == 1.25 and summary["faster"]
     assert summary["optimized"][0]["speedup"] == 1.2
 
