@@ -76,3 +76,42 @@
     { displayModeBar: false, responsive: true }
   );
 })();
+
+// Where one forward's GPU time goes: the best baseline and the best way with the kernels, one
+// stacked bar each, a segment per kernel; data from json_script "model-kernel-split".
+(function () {
+  "use strict";
+  const data = document.getElementById("model-kernel-split");
+  const chart = document.getElementById("kernel-split-chart");
+  if (!data || !chart || !window.Plotly) return;
+  const split = JSON.parse(data.textContent);
+  // Up to 17 segments: twenty distinct colours (d3's category20), the rest in grey.
+  const colours = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
+    "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2",
+    "#dbdb8d", "#9edae5", "#393b79", "#637939",
+  ];
+  const last = split.segments.length - 1;
+  const traces = split.segments.map((s, i) => ({
+    type: "bar",
+    orientation: "h",
+    name: s.label,
+    marker: { color: i === last ? "#9aa3ad" : colours[i % colours.length] },
+    x: s.us.slice().reverse(),
+    y: split.ways.slice().reverse(),
+    customdata: [s.name, s.name],
+    hovertemplate: "%{customdata}<br>%{x:.1f} µs<extra>%{y}</extra>",
+  }));
+  window.Plotly.newPlot(
+    chart,
+    traces,
+    {
+      barmode: "stack",
+      margin: { l: 320, r: 20, t: 10, b: 40 },
+      xaxis: { title: { text: "GPU µs per forward" } },
+      yaxis: { automargin: true },
+      legend: { orientation: "h", y: -0.3, font: { size: 10 } },
+    },
+    { displayModeBar: false, responsive: true }
+  );
+})();

@@ -406,6 +406,7 @@ class EndToEndView:
     device_name: str
     chart: dict[str, Any]
     kernel_effects: list[KernelEffect]
+    kernel_split: dict[str, Any] | None  # the kernel_split() chart's data
     provenance: str = (
         "Measured inside the model's own process, with its own code (the harness cannot make "
         "that tamper-proof): each kernel in it was judged on its own, and team leaderboards "
@@ -435,6 +436,47 @@ def without_package(message: str) -> str:
     return message.replace(
         " and the package replaces no PyTorch op.", ": there is no package to download."
     )
+
+
+SPLIT_KERNELS = 8  # each way's slowest kernels drawn on their own; the rest as one
+
+
+def kernel_split(e2e: dict[str, Any], ways: dict[str, WayRow]) -> dict[str, Any] | None:
+    """Where one forward's GPU time goes in the best baseline and in the best way with the
+    kernels (harness.model.verify's kernel tables): one stacked bar each, a segment per kernel
+    (each way's slowest SPLIT_KERNELS, the rest together), for the chart under the timings.
+    None when the check listed no kernels (recorded before it did, or no win to compare)."""
+    tables = _dict(e2e.get("kernels"))
+    names = [n for n in (e2e.get("best_baseline"), e2e.get("best_ours")) if n in tables]
+    if len(names) != 2 or not all(tables[n] for n in names):
+        return None
+    shown: list[str] = []
+    for name in names:
+        for row in tables[name][:SPLIT_KERNELS]:
+            if row["name"] not in shown:
+                shown.append(row["name"])
+    segments, labels = [], []
+    for kernel in shown:
+        us = [sum(r["us_per_step"] for r in tables[n] if r["name"] == kernel) for n in names]
+        label = _short_kernel(kernel)
+        labels.append(label)
+        if labels.count(label) > 1:  # two CUTLASS kernels share a long prefix
+            label = f"{label} ({labels.count(label)})"
+        segments.append({"name": kernel, "label": label, "us": us})
+    rest = [sum(r["us_per_step"] for r in tables[n] if r["name"] not in shown) for n in names]
+    segments.append({"name": "every other kernel", "label": "other kernels", "us": rest})
+    return {
+        "ways": [ways[n].label if n in ways else n for n in names],
+        "segments": [{**s, "us": [round(u, 2) for u in s["us"]]} for s in segments],
+    }
+
+
+def _short_kernel(name: str) -> str:
+    """A kernel's name short enough for a legend (the hover shows all of it)."""
+    name = name.removeprefix("void ")
+    if "cutlass" in name[:40]:  # a template's (or mangled) name: what it is, not its text
+        return "CUTLASS kernel"
+    return name if len(name) <= 48 else name[:47] + "…"
 
 
 def end_to_end_view(run: ModelRun) -> EndToEndView | None:
@@ -478,6 +520,7 @@ def end_to_end_view(run: ModelRun) -> EndToEndView | None:
         message=without_package(e2e.get("message", "")),
         device_name=e2e.get("device_name", ""),
         kernel_effects=[KernelEffect(**a) for a in e2e.get("ablation") or ()],
+        kernel_split=kernel_split(e2e, by_name),
         chart={
             "labels": [r.label for r in timed],
             "us": [round(r.offline_us, 2) for r in timed],

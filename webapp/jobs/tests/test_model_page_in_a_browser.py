@@ -44,6 +44,13 @@ def test_the_model_page_shows_every_baseline_and_draws_the_end_to_end_chart(
         for i, k in enumerate(keys)
     ]  # fmt: skip
     e2e["left_out"] = keys[:1]
+    # The kernel tables of GPT-J's replay (the roofplan record predates them).
+    replay = json.loads((RECORDED / "model_gptj_block_h200_v2_replay.json").read_text())
+    tables = replay["result"]["end_to_end"]
+    e2e["kernels"] = {
+        e2e["best_baseline"]: tables["kernels"][tables["best_baseline"]],
+        e2e["best_ours"]: tables["kernels"][tables["best_ours"]],
+    }
     ModelRun.objects.filter(job=job).update(
         status=ModelRun.Status.DONE, end_to_end=e2e, profile=result["profile"], plan=result["plan"]
     )
@@ -61,6 +68,11 @@ def test_the_model_page_shows_every_baseline_and_draws_the_end_to_end_chart(
         basis = page.inner_text("#plan-basis")
         first_planned = page.inner_text("#plan tbody tr:first-child")
         effects = page.locator("#kernel-effects tbody tr").all_inner_texts()
+        page.wait_for_selector("#kernel-split-chart .main-svg", timeout=20_000)
+        split_bars = page.locator("#kernel-split-chart .barlayer .trace").count()
+        legend = page.locator("#kernel-split-chart .legendtext").evaluate_all(
+            "nodes => nodes.map(n => n.textContent)"
+        )
         shot = Path(os.environ.get("KF_SCREENSHOT_DIR") or tmp_path) / "model-page-laptop.png"
         page.screenshot(path=str(shot), full_page=True)
         browser.close()
@@ -70,6 +82,9 @@ def test_the_model_page_shows_every_baseline_and_draws_the_end_to_end_chart(
     assert "compiled model" in basis
     # The saving the plan expected of its first problem, the bias+GELU GEMM (4.2 % of the time).
     assert "NT+bias+gelu" in first_planned and "4.2 %" in first_planned, first_planned
+    # One stacked bar per way: a segment per kernel shown, and the rest as one.
+    assert split_bars >= 4 and "other kernels" in legend, legend
+    assert "CUTLASS kernel" in legend and "matmul_persistent_tma_kernel" in legend, legend
     assert len(effects) == len(keys) >= 2
     assert keys[0] in effects[0] and "the model is slower with it" in effects[0], effects[0]
     assert all(e.rstrip().endswith("yes") for e in effects[1:]), effects
