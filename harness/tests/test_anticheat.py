@@ -101,14 +101,15 @@ def test_patching_timers_at_import_changes_nothing_the_judge_measures():
 def test_patching_torch_matmul_cannot_slow_the_baseline():
     ev = run_fixture("exploit_slow_baseline", time_candidate=True)
     assert ev.verdict is Verdict.PASSED, ev.error
-    # The patch would add 1 ms to every baseline call in the candidate's process: the
+    # The patch would add 20 ms to every baseline call in the candidate's process: the
     # baseline here runs in the judge's, untouched, so the candidate is no faster than it.
-    # Read on the fastest samples: a patched call never takes under 1 ms, while a 2-core
-    # CPU box stalls some of the judge's few samples by milliseconds (a median of 3.2 ms
-    # beside a 60-us minimum, and the same at ede2d33, 2026-11-29), which no patch explains.
+    # Read on the fastest samples: a patched call never takes under 20 ms, while a 2-core
+    # CPU box stalls the judge's few samples by milliseconds (a median of 3.2 ms beside a
+    # 60-us minimum at ede2d33; all 7 samples at 1.2 ms or more in a fresh-clone CI run
+    # beside other load, 2026-11-30, when the patch added 1 ms), which no patch explains.
     baseline, candidate = ev.timings.baselines["torch"], ev.timings.candidate
-    assert baseline.min_us < 1000.0
-    assert baseline.min_us / candidate.min_us < 1.5
+    assert baseline.min_us < 10_000.0
+    assert baseline.min_us / candidate.min_us < 4.0  # a patched baseline: 20 ms / ~0.1 ms
 
 
 def test_it_rejects_lowered_precision():
