@@ -107,10 +107,12 @@ def verify_model(
     compile: bool | None = None,
     max_autotune: bool | None = None,
     compile_threads: int = 1,
+    ablate: bool = True,
 ) -> EndToEnd:
     """compile: time the torch.compile variants (default: on a GPU only; a CPU compile takes
     minutes). max_autotune adds the max-autotune-no-cudagraphs baseline (slow to compile;
-    default: on a GPU)."""
+    default: on a GPU). ablate: weigh each kernel's own effect and leave out one the model is
+    slower with (child._ablate); off only where a check is of the substitution alone."""
     device = device or default_device()
     job = {
         "seed": seed,
@@ -123,6 +125,7 @@ def verify_model(
         "compile": device == "cuda" if compile is None else compile,
         "max_autotune": device == "cuda" if max_autotune is None else max_autotune,
         "compile_threads": compile_threads,
+        "ablate": ablate,
     }
     outcome = run_model_phase("model_verify", source, job, device=device, limits=limits)
     if not outcome.ok:
