@@ -83,9 +83,17 @@ def unshare_net() -> str:
     return ""
 
 
-def _send(fd: int, key: bytes, nonce: str, payload: dict) -> None:
+def _send(fd: int, key: bytes, nonce: str, payload: dict, reporter: int) -> None:
     """The result: HMAC-signed for a trusted phase; an untrusted one has no key ("-"), and
-    the parent treats what it says as data to check, never as a verdict."""
+    the parent treats what it says as data to check, never as a verdict.
+
+    Only `reporter`, the process the parent started, reports. A candidate that forks makes a
+    copy of the whole phase: a copy that unwinds back through the phase's code (its run()
+    returned or raised) would send a second message into the same pipe, and the parent would
+    read the two as one malformed message (CI, 2026-11-30: two whole messages, a forked
+    copy's and the phase's). Such a copy ends here, silently."""
+    if os.getpid() != reporter:
+        os._exit(0)
     payload["nonce"] = nonce
     body = json.dumps(payload, default=str).encode()
     mac = hmac.new(key, body, hashlib.sha256).hexdigest().encode() if key else b"-"
@@ -228,6 +236,7 @@ def _warm_up(result_fd: int, spawn: SpawnSettings) -> str:
 
 def main() -> None:
     sys.dont_write_bytecode = True  # `-I` ignores PYTHONDONTWRITEBYTECODE; no .pyc in the venv
+    reporter = os.getpid()
     settings_file = os.environ.pop("KF_SETTINGS_FILE", "")
     stdin = _Stdin()
     claim: Claim | None = None
@@ -291,7 +300,7 @@ def main() -> None:
         os.chdir(claim.workdir)  # a spare still sits in its placeholder folder
     except OSError as exc:  # a layer we asked for could not be applied: fail closed
         failed = {"status": "infra", "error": f"sandbox setup: {exc}", "isolation": iso.to_dict()}
-        _send(fd, key, claim.nonce, failed)
+        _send(fd, key, claim.nonce, failed, reporter)
         sys.exit(3)
     iso.prestarted = spawn.warm
     from harness import phases  # noqa: PLC0415  (imports torch: only after the lock-down)
@@ -299,9 +308,21 @@ def main() -> None:
     isolation = iso.to_dict()
     try:
         result = phases.run(claim.phase, claim.job, isolation)
-        _send(fd, key, claim.nonce, {"status": "ok", "result": result, "isolation": isolation})
+        _send(
+            fd,
+            key,
+            claim.nonce,
+            {"status": "ok", "result": result, "isolation": isolation},
+            reporter,
+        )
     except BaseException:  # noqa: BLE001  (report the harness's own failure, then exit)
-        _send(fd, key, claim.nonce, {"status": "infra", "error": traceback.format_exc()[-4000:]})
+        _send(
+            fd,
+            key,
+            claim.nonce,
+            {"status": "infra", "error": traceback.format_exc()[-4000:]},
+            reporter,
+        )
         sys.exit(3)
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown: candidate atexit hooks and threads don't run

@@ -71,6 +71,14 @@ def test_it_contains_a_fork_bomb():
     _honest_still_passes()
 
 
+def test_a_forked_copy_of_the_candidate_never_reports():
+    # Its copy runs the rest of the recording and returns through the phase, as the process
+    # the parent started does; only that process's message reaches the parent.
+    ev = run_fixture("x", source_text=fresh("exploit_fork_return"))
+    assert "FORKED copy recorded its call" in ev.stdout_tail, ev.stdout_tail
+    assert ev.verdict is Verdict.PASSED, ev.error
+
+
 def test_it_forbids_writes_outside_the_scratch_folder():
     markers = [Path(harness.__file__).parent / "kf_pwned_marker", Path("/tmp/kf_pwned_marker")]
     for m in markers:
