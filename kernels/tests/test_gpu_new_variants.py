@@ -1,5 +1,5 @@
 """This round's new problem variants on the GPU, in bf16 where the interpreter cannot check it:
-grouped-query decode attention and the exact-GELU epilogue (fp32 matmuls as TF32:
+grouped-query decode attention, prefill attention (grouped too) and the exact-GELU epilogue (fp32 matmuls as TF32:
 harness/tests/test_gpu_tf32.py, judged by the harness's vendor rule)."""
 
 import pytest
@@ -29,6 +29,23 @@ def test_grouped_query_decode_attention_on_the_gpu(shape, kv):
         for seed in (0, 1):
             source = family.render(problem, params)
             assert not check_source(op, problem, source, seed=seed, device="cuda"), params
+
+
+@pytest.mark.parametrize(
+    ("shape", "layout"),
+    [
+        ((2, 28, 1024, 128), "causal+kv_heads=4"),  # Qwen2-7B prefill: 7 query heads a k/v head
+        ((4, 16, 512, 256), "causal"),  # GPT-J-6B: heads of 256
+        ((64, 12, 197, 64), ""),  # ViT-B/16: an odd sequence, no mask
+    ],
+)
+def test_prefill_attention_on_the_gpu(shape, layout):
+    op = all_ops()["attention"]
+    problem = Problem("attention", shape, "bf16", layout)
+    family = op.families()[0]
+    for params in family.starting_points(problem)[:3]:
+        source = family.render(problem, params)
+        assert not check_source(op, problem, source, device="cuda"), params
 
 
 @pytest.mark.parametrize("shape", [(12608, 3072, 768), (130, 768, 192), (17, 33, 65)])

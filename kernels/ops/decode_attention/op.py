@@ -20,6 +20,7 @@ import math
 
 import torch
 
+from kernels import gqa
 from kernels.problem import Op, OutputSpec, ProblemError, Tolerance
 
 
@@ -30,25 +31,19 @@ def causal_from_end(t: int, s: int, device=None) -> torch.Tensor:
     )
 
 
-KV_HEADS = "kv_heads="
-
-
 def kv_heads(problem) -> int:
     """The cached heads (HKV): the layout's, or H (multi-head attention)."""
-    if problem.layout.startswith(KV_HEADS):
-        return int(problem.layout.removeprefix(KV_HEADS))
-    return problem.shape[1]
+    return gqa.cached_heads(problem.layout, problem.shape[1])
 
 
 def layout_for(heads: int, cached_heads: int) -> str:
     """The layout of H query heads over HKV cached ones ("" when they are the same)."""
-    return "" if cached_heads == heads else f"{KV_HEADS}{cached_heads}"
+    return gqa.layout_part(heads, cached_heads)
 
 
 def repeat_kv(problem, x: torch.Tensor) -> torch.Tensor:
     """k or v with each cached head repeated for its query heads: (B, H, S, D)."""
-    groups = problem.shape[1] // kv_heads(problem)
-    return x if groups == 1 else x.repeat_interleave(groups, dim=1)
+    return gqa.repeat_heads(x, problem.shape[1])
 
 
 class DecodeAttentionOp(Op):
@@ -61,15 +56,12 @@ class DecodeAttentionOp(Op):
         return "kv_heads=<n> for grouped-query attention (n cached heads, n divides H)"
 
     def layout_error(self, layout: str) -> str | None:
-        if layout == "":
+        if layout == "" or gqa.part_error(layout) is None:
             return None
-        number = layout.removeprefix(KV_HEADS)
-        if not layout.startswith(KV_HEADS) or not number.isdigit() or str(int(number)) != number:
-            return (
-                f"{self.name} takes no layout (as many cached heads as query heads) or "
-                f"kv_heads=<n> (grouped-query attention), not {layout!r}"
-            )
-        return None
+        return (
+            f"{self.name} takes no layout (as many cached heads as query heads) or "
+            f"kv_heads=<n> (grouped-query attention), not {layout!r}"
+        )
 
     def validate(self, problem):
         super().validate(problem)
@@ -78,12 +70,8 @@ class DecodeAttentionOp(Op):
             raise ProblemError(f"T={t} new queries but only S={s} keys: the keys include them")
         if t > 64:
             raise ProblemError(f"T={t}: decode attention is for a few new tokens (at most 64)")
-        hkv = kv_heads(problem)
-        if problem.layout and (not 0 < hkv < h or h % hkv):
-            raise ProblemError(
-                f"kv_heads={hkv} with H={h} query heads: it must divide H and be fewer "
-                "(write no layout when they are as many)"
-            )
+        if problem.layout and (why := gqa.heads_error(h, kv_heads(problem), "no layout")):
+            raise ProblemError(why)
 
     def fixed_dims(self, problem):
         # kv_heads=<n> must divide H: fewer query heads could leave a group short.
