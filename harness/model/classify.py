@@ -309,6 +309,11 @@ def group_records(
 
 
 FUSIONS = ("swiglu_gate", "qkv_rotary", "matmul_epilogue", "matmul_residual")
+# The sites that take the profile's attention kernels (sites.py), and what each is.
+ATTENTION_SITES = {
+    "decode_attention": "scaled_dot_product_attention with a KV cache",
+    "attention": "scaled_dot_product_attention over the whole sequence",
+}
 
 
 def _signature(problem: Mapping) -> tuple:
@@ -326,7 +331,7 @@ def plan_groups(
     moves from their matmul groups to a group of the fusion's problem, one call per site;
     the rest of each matmul group stays a matmul problem keyed as the Linear layers are.
     A matmul group's time is split evenly over the Linear calls of its shape; attention's
-    (a model with decode_attention sites) evenly over those sites. The fused
+    (a model with decode_attention or attention sites) evenly over those sites. The fused
     elementwise work a fusion also removes (silu-times, rotary) stays where it was: the
     fusion's share is a lower bound.
 
@@ -340,7 +345,7 @@ def plan_groups(
         if site["kind"] == "matmul":
             linears.setdefault(_signature(site["problem"]), []).append(site["key"])
             problems[site["key"]] = site["problem"]
-    decode = [s for s in sites if s["kind"] == "decode_attention"]
+    attention = [s for s in sites if s["kind"] in ATTENTION_SITES]
     out: list[dict] = []
     per_call: dict[tuple, float] = {}
     attention_us = 0.0
@@ -349,18 +354,18 @@ def plan_groups(
         if g.get("op") == "matmul" and problem and _signature(problem) in linears:
             sig = _signature(problem)
             per_call[sig] = per_call.get(sig, 0.0) + g["time_us"] / len(linears[sig])
-        elif g.get("op") == "attention" and not problem and decode:
-            attention_us += g["time_us"]  # split evenly over the decode_attention sites below
+        elif g.get("op") == "attention" and not problem and attention:
+            attention_us += g["time_us"]  # split evenly over the attention sites below
         else:
             out.append(dict(g))
-    for site in decode:
+    for site in attention:
         group = next((x for x in out if x["label"] == site["key"]), None)
         if group is None:
             group = {"op": site["kind"], "label": site["key"], "problem": site["problem"],
                      "time_us": 0.0, "calls": 0.0, "kernels": [], "how": "attention",
-                     "note": "scaled_dot_product_attention with a KV cache"}  # fmt: skip
+                     "note": ATTENTION_SITES[site["kind"]]}  # fmt: skip
             out.append(group)
-        group["time_us"] += attention_us / len(decode)
+        group["time_us"] += attention_us / len(attention)
         group["calls"] += 1
     left = {sig: len(keys) for sig, keys in linears.items() if sig in per_call}
     fused: dict[str, dict] = {}

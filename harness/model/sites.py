@@ -32,6 +32,9 @@ every node's module call in `meta["nn_module_stack"]` (a module called twice get
                  (enable_gqa) or k and v were repeated for it (repeat_interleave on dim 1, or
                  HF's repeat_kv: new axis, expand, reshape): the op reads the cache as it is
                  and the repeats leave the graph with the call
+    attention    scaled_dot_product_attention of every query against every key of its own
+                 sequence, is_causal=True (a decoder's prefill) or no mask (an encoder's),
+                 grouped the same ways as decode_attention (layout [causal+]kv_heads=<n>)
     module       one call of a module model_classify knows as an op (RMSNorm, rotary,
                  LayerNorm, Softmax): its nodes, one activation in, one tensor out
 
@@ -86,7 +89,7 @@ GELU = {F.gelu, torch._C._nn.gelu}
 @dataclass
 class Site:
     kind: str  # matmul | matmul_epilogue | matmul_residual | swiglu_gate | qkv_rotary |
-    # decode_attention | module
+    # decode_attention | attention | module
     problem: Problem
     where: tuple[str, ...]  # module paths, for people
     covers: tuple[str, ...] = ()  # matmul keys of the Linear layers this computes
@@ -303,7 +306,7 @@ def _qkv_call(
     return call
 
 
-def _call_decode_attention(op, q, k, v):
+def _call_attention(op, q, k, v):
     inputs = [t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v)]
     return (op(inputs),)
 
@@ -814,18 +817,37 @@ def _repeat_kv(g: _Graph, node: fx.Node, shape: tuple[int, ...]) -> _Cached | No
     return _Cached(source, frozenset({node, expand, spread}))
 
 
-def _decode_attention_sites(g: _Graph) -> list[Site]:
-    from kernels.ops.decode_attention.op import causal_from_end, layout_for
+@dataclass(frozen=True)
+class _Attention:
+    """An SDPA call without dropout or a scale of its own: q (b, h, t, d) against the keys
+    and values as they were before any grouped-query repeat, (b, hkv, s, d)."""
 
-    sites = []
+    node: fx.Node
+    q: Any
+    k: _Cached
+    v: _Cached
+    shape: tuple[int, int, int, int, int]  # b, h, t, s, d
+    kv_heads: int
+    mask: Any
+    causal: bool
+
+    @property
+    def nodes(self) -> frozenset:
+        return frozenset({self.node}) | self.k.repeats | self.v.repeats
+
+
+def _attentions(g: _Graph) -> list[_Attention]:
+    """Every SDPA call whose k and v are grouped one way (SDPA's enable_gqa, or both repeated
+    before it) or not at all."""
+    found = []
     for node in g.gm.graph.nodes:
         if not _is(node, SDPA):
             continue
         q, k, v = (_arg(node, i, n) for i, n in enumerate(("query", "key", "value")))
-        mask = _arg(node, 3, "attn_mask")
+        causal = _arg(node, 5, "is_causal", False)
         plain = (
             _arg(node, 4, "dropout_p", 0.0) == 0.0
-            and _arg(node, 5, "is_causal", False) is False
+            and isinstance(causal, bool)  # not a value computed in the graph
             and node.kwargs.get("scale") is None
         )
         qs, kc, vc = g.shape(q), _cached(g, k), _cached(g, v)
@@ -837,18 +859,49 @@ def _decode_attention_sites(g: _Graph) -> list[Site]:
         (b, h, t, d), (kb, hkv, s_keys, kd) = qs, ks
         if (kb, kd) != (b, d) or t > s_keys or h % hkv:
             continue
-        # Fewer cached heads: SDPA groups them (enable_gqa), or both were repeated before it.
+        # Fewer key/value heads: SDPA groups them (enable_gqa), or both were repeated for it.
         by_sdpa = bool(node.kwargs.get("enable_gqa", False))
         repeated = bool(kc.repeats) and bool(vc.repeats)
         if (kc.repeats or vc.repeats) and (by_sdpa or not repeated):
             continue
         if hkv != h and not (by_sdpa or repeated):
             continue
-        if mask is None:
+        found.append(
+            _Attention(
+                node, q, kc, vc, (b, h, t, s_keys, d), hkv, _arg(node, 3, "attn_mask"), causal
+            )
+        )
+    return found
+
+
+def _attention_site(kind: str, att: _Attention, problem: Problem | None) -> Site | None:
+    if problem is None:
+        return None
+    return Site(
+        kind,
+        problem,
+        (_where(att.node),),
+        (),
+        (att.q, att.k.node, att.v.node),
+        (att.node,),
+        att.nodes,
+        _call_attention,
+    )
+
+
+def _decode_attention_sites(g: _Graph) -> list[Site]:
+    from kernels.ops.decode_attention.op import causal_from_end, layout_for
+
+    sites = []
+    for att in _attentions(g):
+        b, h, t, s_keys, d = att.shape
+        if att.causal:  # SDPA's is_causal is aligned at the top left: not a cache's mask
+            continue
+        if att.mask is None:
             if t != 1:
                 continue
         else:
-            value = g.constant(mask)
+            value = g.constant(att.mask)
             if not isinstance(value, torch.Tensor) or value.dtype != torch.bool:
                 continue
             if value.dim() < 2 or value.shape[-2:] != (t, s_keys) or value.numel() != t * s_keys:
@@ -858,23 +911,32 @@ def _decode_attention_sites(g: _Graph) -> list[Site]:
         problem, _ = validated(
             "decode_attention",
             (b, h, t, s_keys, d),
-            _dtype_name(g.value(q)),
-            layout_for(h, hkv),
+            _dtype_name(g.value(att.q)),
+            layout_for(h, att.kv_heads),
         )
-        if problem is None:
+        if (site := _attention_site("decode_attention", att, problem)) is not None:
+            sites.append(site)
+    return sites
+
+
+def _prefill_attention_sites(g: _Graph) -> list[Site]:
+    """Every query against every key of its own sequence: is_causal=True (a decoder's prefill)
+    or no mask at all (an encoder's), more than one query (one is a decode step's)."""
+    from kernels.ops.attention.op import layout_for
+
+    sites = []
+    for att in _attentions(g):
+        b, h, t, s_keys, d = att.shape
+        if att.mask is not None or t != s_keys or t == 1:
             continue
-        sites.append(
-            Site(
-                "decode_attention",
-                problem,
-                (_where(node),),
-                (),
-                (q, kc.node, vc.node),
-                (node,),
-                frozenset({node}) | kc.repeats | vc.repeats,
-                _call_decode_attention,
-            )
+        problem, _ = validated(
+            "attention",
+            (b, h, t, d),
+            _dtype_name(g.value(att.q)),
+            layout_for(att.causal, h, att.kv_heads),
         )
+        if (site := _attention_site("attention", att, problem)) is not None:
+            sites.append(site)
     return sites
 
 
@@ -892,6 +954,7 @@ def find_sites(gm: fx.GraphModule, example_inputs, model: torch.nn.Module) -> li
         *_swiglu_sites(g, linears),
         *_qkv_sites(g, linears, regions),
         *_decode_attention_sites(g),
+        *_prefill_attention_sites(g),
         *_epilogue_sites(linears),
         *_residual_sites(g, linears),
         *_matmul_sites(linears),

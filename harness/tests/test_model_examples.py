@@ -80,8 +80,10 @@ def test_the_decode_example_profiles_with_its_fusion_sites_and_plans_them():
         # GQA with biased q/k/v (k/v narrower than q) and rotate-half written out on the
         # transposed heads: one qkv_rotary fusion (its weights and biases interleaved as one);
         # SwiGLU found as its fusion; o_proj and down_proj add the residual themselves.
+        # Its attention over the 2 key/value heads as they are (no repeat_interleave).
         ("qwen2_block", {"swiglu_gate/64x1024x256/bf16/i8",
                          "qkv_rotary/64x4x2x64x256/bf16/i8+bias+kv_heads=2",
+                         "attention/1x4x64x64/bf16/causal+kv_heads=2",
                          "matmul/64x256x256/bf16/NT+res", "matmul/64x256x1024/bf16/NT+res",
                          "rmsnorm/64x256/bf16"}),
         # Parallel attention and MLP off one LayerNorm; the MLP's GEMMs carry biases, the
@@ -91,13 +93,13 @@ def test_the_decode_example_profiles_with_its_fusion_sites_and_plans_them():
         ("gptj_block", {"qkv_rotary/64x4x4x64x256/bf16/pairs+rot=16+head_dim=64+kv_heads=4",
                         "matmul/64x1024x256/bf16/NT+bias+gelu",
                         "matmul/64x256x256/bf16/NT+res", "matmul/64x256x1024/bf16/NT+bias+res",
-                        "layernorm/64x256/bf16"}),
+                        "layernorm/64x256/bf16", "attention/1x4x64x64/bf16/causal"}),
         # A GQA decode step: attention over the 2 cached heads as they are (no repeat_kv).
         ("llama3_decode", {"decode_attention/1x4x4x36x64/bf16/kv_heads=2",
                            "qkv_rotary/4x4x2x64x256/bf16", "swiglu_gate/4x512x256/bf16/i8",
                            "rmsnorm/4x256/bf16/eps=1e-05"}),
-        # 2 x 65 tokens: an M of 130, no multiple of any tile.
-        ("vit_block", {"matmul/130x576x192/bf16/NT+bias",
+        # 2 x 65 tokens: an M of 130, no multiple of any tile; attention with no mask.
+        ("vit_block", {"attention/2x3x65x64/bf16", "matmul/130x576x192/bf16/NT+bias",
                        "matmul/130x768x192/bf16/NT+bias+gelu_erf",
                        "matmul/130x192x768/bf16/NT+bias+res",
                        "matmul/130x192x192/bf16/NT+bias+res"}),

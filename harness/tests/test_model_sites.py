@@ -239,6 +239,51 @@ def test_grouped_query_attention_over_the_cache_is_a_site_without_its_repeats():
         assert site.inputs[1].target == operator.getitem  # the cache's slice, not its copy
 
 
+def test_a_prefills_attention_is_a_site_that_reads_the_grouped_heads_without_their_repeats():
+    # Qwen2 repeats its 2 key/value heads for the 4 query heads (repeat_interleave) before a
+    # causal SDPA: the site takes the heads as they were, and the copies leave the graph.
+    model, inputs = _example("qwen2_block")
+    [site] = [s for s in _sites(model, inputs) if s.kind == "attention"]
+    assert site.key == "attention/1x4x64x64/bf16/causal+kv_heads=2"
+    assert len(site.nodes) == 3  # the SDPA call and the two repeats
+    assert all(not _is_repeat(x) for x in site.inputs[1:])
+    backend, rel = _rewritten(model, inputs, [site])
+    assert [s.kind for s in backend.replaced] == ["attention"]
+    assert kernel_ops.hits[site.key] == 1 and rel < 2e-2
+    # An encoder's attention (no mask): every key for every query; ViT's odd 65 tokens.
+    model, inputs = _example("vit_block")
+    assert [s.key for s in _sites(model, inputs) if s.kind == "attention"] == [
+        "attention/2x3x65x64/bf16"
+    ]
+
+
+def _is_repeat(node) -> bool:
+    return isinstance(node, torch.fx.Node) and "repeat_interleave" in str(node.target)
+
+
+class _MaskedPrefill(torch.nn.Module):
+    def __init__(self, how: str):
+        super().__init__()
+        self.how = how
+        mask = torch.ones(8, 8, dtype=torch.bool)
+        mask[:, 6:] = False  # padding: the last two keys are nobody's
+        self.register_buffer("mask", mask)
+
+    def forward(self, q, k, v):
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        if self.how == "mask":  # the model's own mask: neither attention op's
+            return sdpa(q, k, v, attn_mask=self.mask) * 2
+        if self.how == "dropout":
+            return sdpa(q, k, v, dropout_p=0.1, is_causal=True) * 2
+        return sdpa(q, k, v, is_causal=True, scale=0.5) * 2
+
+
+@pytest.mark.parametrize("how", ["mask", "dropout", "scale"])
+def test_an_attention_with_its_own_mask_dropout_or_scale_is_no_site(how):
+    q, k, v = (torch.randn(1, 2, 8, 16, dtype=torch.float16) for _ in range(3))
+    assert not [s for s in _sites(_MaskedPrefill(how).eval(), [q, k, v]) if "attention" in s.kind]
+
+
 class _GroupedDecode(torch.nn.Module):
     """One decode attention over a cache of 2 heads for 4 query heads, grouped three ways."""
 
@@ -397,6 +442,8 @@ def test_plan_groups_move_linear_time_to_the_fusions_that_compute_it():
          "problem": _p("swiglu_gate", (8, 64, 32)), "covers": ["matmul/8x64x32/bf16/NT"] * 2},
         {"kind": "decode_attention", "key": "decode_attention/1x2x8x40x16/bf16",
          "problem": _p("decode_attention", (1, 2, 8, 40, 16))},
+        {"kind": "attention", "key": "attention/1x2x40x16/bf16/causal",
+         "problem": _p("attention", (1, 2, 40, 16), "causal")},
     ]  # fmt: skip
     groups = [
         # Under torch.compile the GEMM is an NN aten::mm on the transposed weight.
@@ -408,7 +455,9 @@ def test_plan_groups_move_linear_time_to_the_fusions_that_compute_it():
     assert out["swiglu_gate/8x64x32/bf16"]["time_us"] == pytest.approx(20.0)
     assert out["matmul/8x64x32/bf16/NT"]["time_us"] == pytest.approx(10.0)
     assert out["matmul/8x64x32/bf16/NT"]["calls"] == 1
-    assert out["decode_attention/1x2x8x40x16/bf16"]["time_us"] == pytest.approx(12.0)
+    # The attention kernels' time, split over the model's attention sites.
+    assert out["decode_attention/1x2x8x40x16/bf16"]["time_us"] == pytest.approx(6.0)
+    assert out["attention/1x2x40x16/bf16/causal"]["time_us"] == pytest.approx(6.0)
     assert "matmul/8x64x32/bf16/NN" not in out
     assert sum(g["share"] for g in out.values()) == pytest.approx(1.0)
     assert out["compiler_fused (kernel triton_poi_fused_mul_silu_0)"]["share"] == pytest.approx(

@@ -50,6 +50,7 @@ MORE_LAYOUTS: dict[str, dict[str, list[str] | None]] = {
     "rmsnorm": {"eps=1e-05": None},
     "layernorm": {"eps=1e-06": None},
     "decode_attention": {"kv_heads=1": None},
+    "attention": {"kv_heads=1": None, "causal+kv_heads=1": None},
     "qkv_rotary": {
         "i8+kv_heads=2": ["3x4x2x16x40"],
         "i8+bias+kv_heads=1": ["5x3x1x32x24"],
