@@ -49,3 +49,11 @@ def repeat_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
     """k or v (B, n, S, D) with each head repeated for its query heads: (B, H, S, D)."""
     groups = heads // x.shape[1]
     return x if groups == 1 else x.repeat_interleave(groups, dim=1)
+
+
+def one_hot_key(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """k with its first key, in every key/value head, set to 8x the last query of that head's
+    first query head: a kernel that pairs a query head with the wrong key/value head misses it."""
+    hot = k.clone()
+    hot[:, :, 0] = 8 * q[:, :: q.shape[1] // k.shape[1], -1]
+    return hot

@@ -89,10 +89,7 @@ class AttentionOp(Op):
         # key/value head, matched to the last query of its group's first head: a kernel that
         # pairs a query head with the wrong key/value head misses it.
         peaked = ((4 * q.float()).to(q.dtype), (4 * k.float()).to(k.dtype), v)
-        hot = k.clone()
-        groups = problem.shape[1] // kv_heads(problem)
-        hot[:, :, 0] = 8 * q[:, ::groups, -1]
-        return {"peaked_scores": peaked, "one_hot_key": (q, hot, v)}
+        return {"peaked_scores": peaked, "one_hot_key": (q, gqa.one_hot_key(q, k), v)}
 
     def reference(self, problem, q, k, v):
         b, h, s, d = problem.shape

@@ -98,10 +98,7 @@ class DecodeAttentionOp(Op):
         # Large logits: a naive exp overflows and the splits' maxima differ widely; one hot
         # key far from the end: a split that sees only masked keys must not contribute.
         peaked = ((4 * q.float()).to(q.dtype), (4 * k.float()).to(k.dtype), v)
-        hot = k.clone()
-        groups = problem.shape[1] // kv_heads(problem)
-        hot[:, :, 0] = 8 * q[:, ::groups, -1]  # each group's first query head
-        return {"peaked_scores": peaked, "one_hot_key": (q, hot, v)}
+        return {"peaked_scores": peaked, "one_hot_key": (q, gqa.one_hot_key(q, k), v)}
 
     def reference(self, problem, q, k, v):
         b, h, t, s, d = problem.shape
