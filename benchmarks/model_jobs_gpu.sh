@@ -16,6 +16,11 @@ out=$(realpath -m "$1") budget=$2
 shift 2
 models=("$@")
 mkdir -p "$out"
+# The checkout as this call sent it, before anything waits: a later device call (one that looks
+# at the log) sends the tree again, without what it does not carry, and a chain copied from it
+# after the library build ran with no bubblewrap (.sandbox-bin/ gone: every model refused).
+snapshot=/tmp/kf-model-snapshot
+rm -rf "$snapshot" && cp -a . "$snapshot" && cd "$snapshot" || exit 1
 gpus=${KF_GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
 [ "$gpus" -ge 1 ] || gpus=1
 

@@ -23,7 +23,7 @@ def test_the_residual_is_the_last_input_added_after_the_bias(layout):
     bias = inputs[2].double() if "+bias" in layout else 0
     assert torch.allclose(OP.reference(problem, *inputs), product + bias + inputs[-1].double())
     out = torch.empty(5, 6, dtype=torch.bfloat16)
-    OP.baseline(problem, *inputs, out=out)
+    out = OP.baseline_output(problem, *inputs, out=out)
     assert torch.allclose(out.double(), OP.reference(problem, *inputs), rtol=2e-2, atol=2e-2)
     # A fused add saves the product's write and its read back.
     assert OP.unfused_bytes(problem) == 2 * 5 * 6 * 2

@@ -37,7 +37,7 @@ def test_the_baseline_runs_inside_tf32_and_puts_the_setting_back(monkeypatch):
     inputs = OP.make_inputs(problem, seed=0, device="cpu")
     out = torch.empty(OP.output_spec(problem).shape)
     before = torch.backends.cuda.matmul.allow_tf32
-    OP.baseline(problem, *inputs, out=out)
+    out = OP.baseline_output(problem, *inputs, out=out)
     assert seen == [True] and torch.backends.cuda.matmul.allow_tf32 is before
     # The CPU has no TF32: its fp32 GEMM is within TF32's tolerance of the TF32 reference.
     assert compare(out, OP.reference(problem, *inputs), OP.tolerance(problem)).passed

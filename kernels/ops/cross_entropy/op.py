@@ -49,8 +49,7 @@ class CrossEntropyOp(RowwiseOp):
 
     def baseline(self, problem, logits, targets, *, out):
         # What training code does: upcast the logits, then the fused ATen loss.
-        loss = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
-        out.copy_(loss)
+        return torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
 
     def flops(self, problem):
         m, n = problem.shape

@@ -114,7 +114,7 @@ class DecodeAttentionOp(Op):
         # As model code does it (repeat_kv, then SDPA): enable_gqa=True with a mask leaves
         # only SDPA's math backend on a GPU.
         k, v = repeat_kv(problem, k), repeat_kv(problem, v)
-        out.copy_(torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
     def flops(self, problem):
         b, h, t, s, d = problem.shape

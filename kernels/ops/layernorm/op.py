@@ -23,7 +23,7 @@ class LayernormOp(NormOp):
 
     def baseline(self, problem, x, weight, bias, *, out):
         eps = self.eps(problem)
-        out.copy_(torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps))
+        return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)
 
     def flops(self, problem):
         m, n = problem.shape

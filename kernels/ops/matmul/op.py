@@ -212,10 +212,12 @@ class MatmulOp(Op):
                 return
             else:
                 torch.matmul(a, b, out=out)
-        if activation != "none":
-            out.copy_(apply_activation(out, activation))
+        # A model's activation writes a new tensor (one pass), and its residual add another:
+        # in place on that tensor, the add moves the same bytes and allocates nothing.
+        result = apply_activation(out, activation)  # `out` itself without one
         if residual:  # after the bias: F.linear(x, w, b) + residual, as a model writes it
-            out.add_(inputs[-1])
+            result.add_(inputs[-1])
+        return None if result is out else result
 
     def flops(self, problem):
         m, n, k = problem.shape
