@@ -8,9 +8,13 @@ the speedup its distance from the device's roof allows (between 1.05x and 2x; 2x
 is unknown), plus the elementwise passes a fusion removes. A GEMM cuBLAS already runs at the
 roof expects little (a GPT-J block's q/k/v GEMM took a 300 s budget for a 0.996x at 796 TFLOPS,
 while its bias+GELU GEMM, whose fused epilogue removes a 64 MB pass, went unfunded: H200,
-2026-11-29, benchmarks/results/model_gptj_block_h200.json). Only problems whose needs fit the
-budget together (agents/fit.py: a full screen round and one verification each) are funded, each
-slice at least its need; the others are listed with why they were left out.
+2026-11-29, benchmarks/results/model_gptj_block_h200.json). Where our kernels of the op were
+measured on such a device (Op.measured_best), the plan expects at most that, and nothing where
+it was no win: prefill attention on an H200, about a fifth of llama_block's time, where cuDNN's
+kernel beat ours at every measured shape (results/sdpa_backends_h200.json). Only problems
+whose needs fit the budget together (agents/fit.py: a full screen round and one verification
+each) are funded, each slice at least its need; the others are listed with why they were left
+out.
 """
 
 from __future__ import annotations
@@ -53,11 +57,16 @@ def expected_speedup(time_us: float, floor_us: float) -> float:
 
 def expected_gain(group: Mapping) -> float:
     """The fraction of the model's time a plan group's kernel is expected to save: its own
-    time at the expected speedup, and the elementwise passes a fusion removes besides."""
+    time at the expected speedup, and the elementwise passes a fusion removes besides. Where our
+    kernels of its op were measured on this device (`measured_best`, which already counts the
+    passes they remove), at most that: nothing where they measured no win."""
     share, time_us = group["share"], group["time_us"]
-    if time_us <= 0:
+    measured = group.get("measured_best")  # against the same baseline, fused passes and all
+    if time_us <= 0 or (measured is not None and measured <= 1.0):
         return 0.0
     speedup = expected_speedup(time_us, group.get("floor_us", 0.0))
+    if measured is not None:
+        return gain(share, min(speedup, measured))
     return gain(share, speedup) + share * group.get("unfused_us", 0.0) / time_us
 
 
@@ -174,7 +183,7 @@ def make_plan(
     for index in range(limit):
         needed = sum(needs[i].total_s for i in funded)
         if gains[index] <= 0:
-            left_out[index] = "the plan expects it to save no time"
+            left_out[index] = _no_gain(ranked[index])
             continue
         if needed + needs[index].total_s <= budget_s:
             funded.append(index)
@@ -212,6 +221,15 @@ def make_plan(
     funded_items = [i for i in items if i.budget_s > 0]
     predicted_all = {f"{s:g}x": end_to_end([(i.share, s) for i in funded_items]) for s in SPEEDUPS}
     return Plan(items, budget_s, rest, predicted_all)
+
+
+def _no_gain(group: Mapping) -> str:
+    if "measured_best" in group:
+        return (
+            f"our kernels measured {group['measured_best']:.2f}x its baseline on this device at "
+            f"best ({group['measured_results']}): the plan expects it to save no time"
+        )
+    return "the plan expects it to save no time"
 
 
 def _split(budget_s: float, gains: dict[int, float], needs: dict[int, float]) -> dict[int, float]:

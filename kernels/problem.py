@@ -106,6 +106,15 @@ class Tolerance:
 
 
 @dataclass(frozen=True)
+class MeasuredBest:
+    """The best speedup our families measured over an op's baseline on a kind of device, and
+    the results file that holds the runs: what a plan may expect of them there."""
+
+    speedup: float
+    results: str  # benchmarks/results/...
+
+
+@dataclass(frozen=True)
 class OutputSpec:
     shape: tuple[int, ...]
     dtype: torch.dtype
@@ -319,6 +328,12 @@ class Op(abc.ABC):
         """The families whose kernels read this problem's layout: a search, a plan or a
         fallback tries these (qkv_rotary's dual family has no point for an "i8" layout)."""
         return [f for f in self.families() if f.serves(problem.layout)]
+
+    def measured_best(self, device_name: str) -> MeasuredBest | None:
+        """Where our families were measured against this op's baseline on such a device and
+        stand below what its roofline allows (attention against cuDNN's Hopper kernel), that
+        measurement: the model plan expects no more of them there. None elsewhere."""
+        return None
 
     def starting_points(self, problem: Problem) -> list[tuple[str, dict[str, Any]]]:
         """Where a search should start for this problem's shape class, best first.

@@ -208,3 +208,20 @@ def test_the_expected_speedup_is_the_distance_from_the_roof_within_bounds():
     assert expected_speedup(90.0, 100.0) == 1.05  # at (or past) the roof: little, but not nothing
     assert expected_speedup(90.0, 0.0) == 2.0  # no roof known
     assert expected_gain({"share": 0.5, "time_us": 0.0}) == 0.0
+
+
+def test_a_problem_our_kernels_measured_no_win_on_is_not_funded_and_says_where():
+    """llama_block's prefill attention (about a fifth of its time) on an H200: the roof allows
+    2x, but cuDNN's kernel, which PyTorch runs there, beat attention_flash at every measured
+    shape; funding it would take the slices of the fusions that won (swiglu_gate, qkv_rotary)."""
+    measured = {"measured_best": 0.89, "measured_results": "benchmarks/results/x.json"}
+    attention = _group("attention/a", 0.2) | {"floor_us": 40.0} | measured
+    fusion = _group("swiglu_gate/b", 0.3) | {"floor_us": 290.0, "unfused_us": 20.0}
+    plan = make_plan([attention, fusion], budget_s=400, least=198)
+    assert [i.key for i in plan.funded] == ["swiglu_gate/b"]
+    [left] = [i for i in plan.items if i.key == "attention/a"]
+    assert left.expected_gain == 0.0
+    assert "0.89x" in left.left_out and "benchmarks/results/x.json" in left.left_out
+    # A measured win caps what the roof allows (2x here), fused passes included.
+    won = attention | {"measured_best": 1.3, "unfused_us": 50.0}
+    assert expected_gain(won) == pytest.approx(gain(0.2, 1.3))

@@ -338,7 +338,9 @@ def plan_groups(
     With the device's measured ceilings, each group of a site (one call per site, so its
     calls are the problem's) also gets `floor_us`, the roofline's least time for its calls,
     and `unfused_us`, what the elementwise passes a fusion removes take at the copy roof
-    (Op.unfused_bytes): how far each problem can go, for the plan's expected gain."""
+    (Op.unfused_bytes): how far each problem can go, for the plan's expected gain. Where our
+    kernels of its op were measured on such a device (Op.measured_best), `measured_best` and
+    `measured_results` too: the plan expects no more than that."""
     linears: dict[tuple, list[str]] = {}  # signature -> Linear problem key per call
     problems: dict[str, dict] = {}
     for site in sites:
@@ -407,6 +409,10 @@ def plan_groups(
         g["share"] = g["time_us"] / total
         if device is not None and device.peak_gbps and g["label"] in site_keys:
             g.update(_roof(Problem.from_dict(g["problem"]), g["calls"], device))
+        if device is not None and g["label"] in site_keys:
+            best = kernels.get_op(g["problem"]["op"]).measured_best(device.name)
+            if best is not None:
+                g |= {"measured_best": best.speedup, "measured_results": best.results}
     return sorted(out, key=lambda g: -g["time_us"])
 
 

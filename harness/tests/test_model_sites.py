@@ -485,3 +485,19 @@ def test_plan_groups_give_each_site_its_roof_where_the_device_has_one():
     assert "floor_us" not in out["compiler_fused (kernel triton_poi_fused_gelu_0)"]
     # No measured roof (the interpreter): the plan gets the groups as before.
     assert "floor_us" not in plan_groups(groups, sites, None)[0]
+
+
+def test_plan_groups_carry_what_our_kernels_measured_on_such_a_device():
+    site = {"kind": "attention", "key": "attention/1x2x40x16/bf16/causal",
+            "problem": _p("attention", (1, 2, 40, 16), "causal")}  # fmt: skip
+    groups = [_group("attention", "attention (aten::_scaled_dot_product_cudnn_attention)", 12.0)]
+
+    def on(name: str) -> dict:
+        device = DeviceInfo(name, "cuda", peak_tflops=800.0, peak_gbps=4000.0)
+        return {g["label"]: g for g in plan_groups(groups, [site], device)}[site["key"]]
+
+    hopper = on("NVIDIA H200")
+    assert hopper["measured_best"] < 1.0
+    assert hopper["measured_results"].startswith("benchmarks/results/")
+    assert (Path(__file__).parents[2] / hopper["measured_results"]).is_file()
+    assert "measured_best" not in on("NVIDIA A100-SXM4-80GB")
