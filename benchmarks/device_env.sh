@@ -1,7 +1,8 @@
 # Sourced by the device scripts (worker_scaling_gpu.sh, both_ways_gpu.sh) from the checkout's
 # root as `source benchmarks/device_env.sh COPY`: it goes on in COPY, a copy of the checkout
 # (each later device call re-sends the working tree, which would swap files under a running
-# job). The GPU image has torch and triton but not the server side, so each call carries it:
+# job). The GPU image has torch and triton but not the server side, so each call carries it
+# (benchmarks/device_carry.sh builds it here; redis.tar.xz only where a run needs a broker):
 #   .whl/site312.tar.xz   requirements.txt's packages for Python 3.12 less torch, triton, numpy,
 #                         litellm (no LLM is configured; agents/llm.py is never imported), ncu-report
 #                         (the image's Nsight Compute ships ncu_report) and what the image has
