@@ -280,20 +280,28 @@ class Op(abc.ABC):
     @abc.abstractmethod
     def baseline(
         self, problem: Problem, *inputs: torch.Tensor, out: torch.Tensor
-    ) -> torch.Tensor | None:
+    ) -> torch.Tensor | tuple[torch.Tensor, ...] | None:
         """What users run today (torch eager), timed as they run it. It writes `out` where
         PyTorch has a destination form (matmul's out=); where it has none (SDPA, layer_norm,
         an activation after a GEMM) it returns its own result and leaves `out` alone, as the
         user's code does: a copy into `out` charged torch a pass over the output that no model
         makes (ViT's attention: cuDNN's 48 us timed as 58, benchmarks/results/
-        sdpa_backends_h200.json). Read its value through `baseline_output`."""
+        sdpa_backends_h200.json). Where users' code makes several tensors that our output packs
+        into one (qkv_rotary's q, k and v), it returns them and `pack` joins them, outside the
+        timing. Read its value through `baseline_output`."""
 
     def baseline_output(
         self, problem: Problem, *inputs: torch.Tensor, out: torch.Tensor
     ) -> torch.Tensor:
-        """The baseline's result: `out`, or the tensor it returned instead."""
+        """The baseline's result: `out`, or the tensor(s) it returned instead."""
         result = self.baseline(problem, *inputs, out=out)
-        return out if result is None else result
+        if result is None:
+            return out
+        return self.pack(problem, result) if isinstance(result, tuple) else result
+
+    def pack(self, problem: Problem, parts: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """The op's output from the separate tensors its baseline returns (see `baseline`)."""
+        raise TypeError(f"{self.name}'s baseline returned {len(parts)} tensors, not one")
 
     @abc.abstractmethod
     def flops(self, problem: Problem) -> int: ...
