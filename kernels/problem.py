@@ -290,13 +290,19 @@ class Op(abc.ABC):
         into one (qkv_rotary's q, k and v), it returns them and `pack` joins them, outside the
         timing. Read its value through `baseline_output`."""
 
+    def baseline_result(
+        self, problem: Problem, *inputs: torch.Tensor, out: torch.Tensor
+    ) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """What the baseline made, as users' code has it: `out`, or what it returned instead
+        (what a compiled baseline returns, so that Inductor compiles no packing copy)."""
+        result = self.baseline(problem, *inputs, out=out)
+        return out if result is None else result
+
     def baseline_output(
         self, problem: Problem, *inputs: torch.Tensor, out: torch.Tensor
     ) -> torch.Tensor:
-        """The baseline's result: `out`, or the tensor(s) it returned instead."""
-        result = self.baseline(problem, *inputs, out=out)
-        if result is None:
-            return out
+        """The baseline's value as the op's one output tensor (for checks, outside timing)."""
+        result = self.baseline_result(problem, *inputs, out=out)
         return self.pack(problem, result) if isinstance(result, tuple) else result
 
     def pack(self, problem: Problem, parts: tuple[torch.Tensor, ...]) -> torch.Tensor:

@@ -81,12 +81,9 @@ def _compiled(
     # H100 (SubprocException in the compile pool); one thread is slower but works there.
     inductor_config.compile_threads = 1
 
-    def eager(*inputs: torch.Tensor) -> object:
+    def eager(*inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
         out = torch.empty(spec.shape, dtype=spec.dtype, device=device)
-        # What users' code makes (qkv_rotary: q, k and v apart), not packed: Inductor times
-        # the model's work, not a copy into one tensor.
-        result = op.baseline(problem, *inputs, out=out)
-        return out if result is None else result
+        return op.baseline_result(problem, *inputs, out=out)  # unpacked: no copy compiled
 
     # No CUDA graphs: Inductor's cudagraph trees copy every fresh input tensor into their
     # static buffers, and the timing loop hands it fresh tensors each round, so "max-autotune"
