@@ -51,6 +51,7 @@ DEFAULT_CLASSES = (
     "matmul/bf16/NT",
     "matmul/bf16/NN",
     "swiglu_gate/bf16/i8",
+    "swiglu_gate/bf16/i8+rowscale",  # the same GEMM with the RMSNorm before it folded in
     "matmul/bf16/NT+bias+gelu",
     "matmul/bf16/NT+bias+gelu_erf",
     "matmul/bf16/NT+res",
@@ -60,7 +61,8 @@ DEFAULT_CLASSES = (
     "matmul/fp16/NN",
 )
 # A shape every library point of the op accepts: builds do not depend on it, renders name it.
-# swiglu_gate's library is its CUTLASS family's, for layout i8 (`--classes swiglu_gate/bf16/i8`).
+# swiglu_gate's library is its CUTLASS family's, for layouts i8 and i8+rowscale
+# (`--classes swiglu_gate/bf16/i8`).
 # qkv_rotary's CUTLASS family has none: its "i8" layouts name the model's k/v heads, so a class
 # would be one model's; its candidates are built when a job asks for them.
 REPRESENTATIVE_SHAPE = {"matmul": (4096, 4096, 4096), "swiglu_gate": (4096, 14336, 4096)}

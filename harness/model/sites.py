@@ -14,14 +14,19 @@ every node's module call in `meta["nn_module_stack"]` (a module called twice get
                  that adds it in its epilogue ("NT[+bias]+res")
     swiglu_gate  silu(linear(x, Wg)) * linear(x, Wu): a SwiGLU MLP's gate and up; with Wg
                  and Wu parameters (N a multiple of 8) as one interleaved weight, layout i8,
-                 made when the site is rewritten
+                 made when the site is rewritten; where x is an RMSNorm module's output used
+                 by the two linears only, the norm folded in (layout i8+rowscale): its weight
+                 into the interleaved one, its row scale computed from its input by the call
+                 (Inductor computes it in the kernel that writes that input), the norm gone
     qkv_rotary   three linears of one x (all biased or none: the op's "+bias" layout) whose
                  outputs are viewed as heads, two of them (q, k) then rotated: by one rotary
                  module call each, or by rotate-half written out in forward on the view or
                  its (b, heads, t, D) transpose, with cos/sin the model's own tables or
                  computed in forward as HF's rotary embedding does (rotation.py); prefill
                  with parameter weights takes them as one interleaved weight (and bias),
-                 layout i8[+bias]+kv_heads=<n>, made when the site is rewritten; GPT-J's
+                 layout i8[+bias]+kv_heads=<n>, made when the site is rewritten, with an
+                 RMSNorm module before them folded in as for swiglu_gate (i8[+bias]+rowscale
+                 +kv_heads=<n>); GPT-J's
                  partial rotary of adjacent pairs (rotation.py), prefill with unbiased
                  parameter weights only, takes them concatenated, layout
                  pairs+rot=<R>+head_dim=<D>+kv_heads=<n>
@@ -58,6 +63,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx
 
+import kernels
 from harness.model import rotation
 from harness.model.classify import (
     allows_tf32,
@@ -74,8 +80,10 @@ from kernels.ops.matmul.op import TF32, is_tf32
 from kernels.ops.qkv_rotary import op as qkv_op
 from kernels.ops.qkv_rotary.op import BIAS
 from kernels.ops.swiglu_gate.op import GROUP as INTERLEAVE_GROUP
-from kernels.ops.swiglu_gate.op import INTERLEAVED, interleave
+from kernels.ops.swiglu_gate.op import INTERLEAVED, ROW_SCALE, interleave
 from kernels.problem import Problem
+from kernels.row_scale import rms_scale
+from kernels.rowwise import NormOp
 
 LINEAR = {torch._C._nn.linear, F.linear}
 SILU = {F.silu, torch._C._nn.silu, torch.ops.aten.silu.default}
@@ -247,6 +255,13 @@ def _qkv_interleaved(d: int, *parts: torch.Tensor) -> torch.Tensor:
     return qkv_op.interleave_heads(torch.cat([t.detach() for t in parts]), d)
 
 
+def _norm_folded(norm_weight: torch.Tensor, make: Callable, *weights: torch.Tensor):
+    """`make`'s one weight from `weights` with an RMSNorm's weight folded in: column k of each
+    times g[k], in float32, rounded once (the "+rowscale" layouts)."""
+    g = norm_weight.detach().float()
+    return make(*((w.detach().float() * g).to(w.dtype) for w in weights))
+
+
 def _qkv_concatenated(*parts: torch.Tensor) -> torch.Tensor:
     """q's, k's and v's weights as the "pairs" layouts' one matrix (no interleave)."""
     return torch.cat([t.detach() for t in parts])
@@ -254,6 +269,13 @@ def _qkv_concatenated(*parts: torch.Tensor) -> torch.Tensor:
 
 def _call_swiglu_gate_interleaved(op, x, w):
     return (op([_rows(x), w]).view(*x.shape[:-1], w.shape[0] // 2),)
+
+
+def _call_swiglu_gate_folded(eps: float, op, h, w):
+    """The folded norm's input h, its row scale (traced here, outside the kernel's op, so that
+    Inductor fuses it into the kernel that writes h), the folded weight."""
+    rows = _rows(h)
+    return (op([rows, w, rms_scale(rows, eps)]).view(*h.shape[:-1], w.shape[0] // 2),)
 
 
 @dataclass(frozen=True)
@@ -274,12 +296,14 @@ def _qkv_call(
     transposed: bool = False,
     computed: bool = False,
     one_weight: bool = False,
+    norm_eps: float | None = None,
 ):
     """The qkv_rotary call for one site: q and k as the rotations returned them (views of the
     op's output: (b, t, heads, D), or (b, heads, t, D) when the model rotated them transposed),
     v as its linear returned it. `computed`: cos and sin come as the model computed them in
     forward, and become the op's per-token rows here, at each call. `one_weight`: the "i8" and
-    "pairs" layouts' one weight (and bias) in place of three."""
+    "pairs" layouts' one weight (and bias) in place of three. `norm_eps`: x is a folded RMSNorm's
+    input (the "+rowscale" layouts), whose row scale the call computes and passes last."""
 
     def token_major(shape):  # (b, heads, t, D) -> (b, t, heads, D): how the op's rows lie
         return (shape[0], shape[2], shape[1], *shape[3:]) if transposed else tuple(shape)
@@ -297,7 +321,9 @@ def _qkv_call(
         cos, sin = rest[weights : weights + 2]
         if computed:
             cos, sin = (rotation.per_token_rows(t, q_shape, transposed) for t in (cos, sin))
-        out = op([_rows(x), *rest[:weights], cos, sin, *rest[weights + 2 :]])
+        rows = _rows(x)
+        scale = [] if norm_eps is None else [rms_scale(rows, norm_eps)]
+        out = op([rows, *rest[:weights], cos, sin, *rest[weights + 2 :], *scale])
         q = heads(out[:, :hq], q_shape)
         k = heads(out[:, hq : hq + hk], k_shape)
         v = out[:, hq + hk :].view(v_shape)
@@ -456,7 +482,44 @@ def _residual_sites(g: _Graph, linears) -> list[Site]:
     return sites
 
 
-def _swiglu_sites(g: _Graph, linears) -> list[Site]:
+@dataclass(frozen=True)
+class _FoldedNorm:
+    """An RMSNorm module call that a GEMM after it takes in (layout i8+rowscale)."""
+
+    path: str
+    x: fx.Node  # the norm's input
+    weight: torch.Tensor
+    eps: float
+    nodes: frozenset
+
+
+def _norm_eps(problem: Problem) -> float:
+    norm = kernels.get_op("rmsnorm")
+    assert isinstance(norm, NormOp)
+    return norm.eps(problem)
+
+
+def _foldable_norm(g: _Graph, x, linears: tuple, regions: list[_Region]) -> _FoldedNorm | None:
+    """The RMSNorm module call whose output x is, where nothing but `linears` uses it and its
+    weight and input are what the fold needs (a parameter; x's shape and dtype)."""
+    for r in regions:
+        if r.out is not x or r.op != "rmsnorm" or r.problem is None:
+            continue
+        weight = g.parameter(r.own.get("weight"))
+        value, before = g.value(x), g.value(r.x)
+        if (
+            set(x.users) == set(linears)
+            and weight is not None
+            and isinstance(value, torch.Tensor)
+            and isinstance(before, torch.Tensor)
+            and before.dtype == value.dtype
+            and g.shape(r.x) == g.shape(x)
+        ):
+            return _FoldedNorm(r.path, r.x, weight, _norm_eps(r.problem), r.nodes)
+    return None
+
+
+def _swiglu_sites(g: _Graph, linears, regions: list[_Region]) -> list[Site]:
     plain = {node: (x, problem) for node, x, bias, problem in linears if bias is None}
     sites = []
     for node in g.gm.graph.nodes:
@@ -480,12 +543,23 @@ def _swiglu_sites(g: _Graph, linears) -> list[Site]:
             w_gate, w_up = g.parameter(gate.args[1]), g.parameter(up.args[1])
             inputs: tuple
             call: Callable
+            taken = frozenset({node, silu, gate, up})
+            norm = None
             if w_gate is not None and w_up is not None and pg.shape[1] % INTERLEAVE_GROUP == 0:
                 # Constant weights: one interleaved (2N, K) matrix, which the CUTLASS family
-                # gates in one GEMM (kernels/ops/swiglu_gate, layout i8).
-                problem, _ = validated("swiglu_gate", pg.shape, pg.dtype, INTERLEAVED)
-                weights = Prepared(partial(_interleaved, w_gate, w_up))
-                inputs, call = (xg, weights), _call_swiglu_gate_interleaved
+                # gates in one GEMM (kernels/ops/swiglu_gate, layout i8), with the RMSNorm
+                # before them folded in where there is one (i8+rowscale).
+                norm = _foldable_norm(g, xg, (gate, up), regions)
+                if norm is None:
+                    problem, _ = validated("swiglu_gate", pg.shape, pg.dtype, INTERLEAVED)
+                    weights = Prepared(partial(_interleaved, w_gate, w_up))
+                    inputs, call = (xg, weights), _call_swiglu_gate_interleaved
+                else:
+                    problem, _ = validated("swiglu_gate", pg.shape, pg.dtype, ROW_SCALE)
+                    weights = Prepared(partial(_norm_folded, norm.weight, interleave, w_gate, w_up))
+                    inputs = (norm.x, weights)
+                    call = partial(_call_swiglu_gate_folded, norm.eps)
+                    taken |= norm.nodes
             else:
                 problem, _ = validated("swiglu_gate", pg.shape, pg.dtype)
                 inputs, call = (xg, gate.args[1], up.args[1]), _call_swiglu_gate
@@ -495,11 +569,11 @@ def _swiglu_sites(g: _Graph, linears) -> list[Site]:
                 Site(
                     "swiglu_gate",
                     problem,
-                    (_where(gate), _where(up)),
+                    (_where(gate), _where(up), *([norm.path] if norm is not None else [])),
                     (pg.key, pu.key),
                     inputs,
                     (node,),
-                    frozenset({node, silu, gate, up}),
+                    taken,
                     call,
                 )
             )
@@ -711,6 +785,7 @@ def _qkv_sites(g: _Graph, linears, regions: list[_Region]) -> list[Site]:
             continue  # GPT-J's form: one GEMM over constant, unbiased weights only
         interleaved = constant and not pairs and d % (2 * qkv_op.GROUP) == 0
         inputs: tuple
+        norm: _FoldedNorm | None = None
         if pairs:
             # GPT-J's adjacent pairs: the three weights one after the other, as they are.
             layout = qkv_op.pairs_layout(q_rot.rotary_dim, d, shape[2])
@@ -718,12 +793,18 @@ def _qkv_sites(g: _Graph, linears, regions: list[_Region]) -> list[Site]:
             inputs = (x, w_cat, q_rot.cos, q_rot.sin)
         elif interleaved:
             # Prefill with constant weights: one interleaved (N, K) matrix (and bias), which the
-            # CUTLASS family rotates in one GEMM (kernels/ops/qkv_rotary, layouts "i8"). A few
-            # rows (decode) keep the three weights, which the dual family streams.
-            layout = qkv_op.interleaved_layout(shape[2], bias=biased)
-            w_i8 = Prepared(partial(_qkv_interleaved, d, *tensors[:3]))
-            b_i8 = (Prepared(partial(_qkv_interleaved, d, *tensors[3:])),) if biased else ()
-            inputs = (x, w_i8, q_rot.cos, q_rot.sin, *b_i8)
+            # CUTLASS family rotates in one GEMM (kernels/ops/qkv_rotary, layouts "i8"), with
+            # the RMSNorm before them folded in where there is one ("+rowscale"). A few rows
+            # (decode) keep the three weights, which the dual family streams.
+            norm = _foldable_norm(g, x, (q_lin, k_lin, v_lin), regions)
+            layout = qkv_op.interleaved_layout(shape[2], bias=biased, rowscale=norm is not None)
+            make = partial(_qkv_interleaved, d)
+            if norm is None:
+                w_i8 = Prepared(partial(make, *tensors[:3]))
+            else:
+                w_i8 = Prepared(partial(_norm_folded, norm.weight, make, *tensors[:3]))
+            b_i8 = (Prepared(partial(make, *tensors[3:])),) if biased else ()
+            inputs = (x if norm is None else norm.x, w_i8, q_rot.cos, q_rot.sin, *b_i8)
         else:
             layout = BIAS if biased else ""
             inputs = (x, q_lin.args[1], k_lin.args[1], v_lin.args[1], q_rot.cos, q_rot.sin)
@@ -738,16 +819,18 @@ def _qkv_sites(g: _Graph, linears, regions: list[_Region]) -> list[Site]:
             transposed=q_rot.transposed,
             computed=q_rot.computed,
             one_weight=interleaved or pairs,
+            norm_eps=None if norm is None else norm.eps,
         )
+        nodes = frozenset({q_lin, k_lin, v_lin, q_view, k_view}) | q_rot.nodes | k_rot.nodes
         sites.append(
             Site(
                 "qkv_rotary",
                 problem,
-                (_where(q_lin), _where(k_lin), _where(v_lin)),
+                (_where(q_lin), _where(k_lin), _where(v_lin), *([norm.path] if norm else [])),
                 (pq.key, pk.key, pv.key),
                 inputs,
                 (q_rot.out, k_rot.out, v_lin),
-                frozenset({q_lin, k_lin, v_lin, q_view, k_view}) | q_rot.nodes | k_rot.nodes,
+                nodes if norm is None else nodes | norm.nodes,
                 call,
             )
         )
@@ -951,7 +1034,7 @@ def find_sites(gm: fx.GraphModule, example_inputs, model: torch.nn.Module) -> li
         if (r := _region(g, path, nodes)) is not None
     ]
     return [
-        *_swiglu_sites(g, linears),
+        *_swiglu_sites(g, linears, regions),
         *_qkv_sites(g, linears, regions),
         *_decode_attention_sites(g),
         *_prefill_attention_sites(g),

@@ -64,11 +64,11 @@ def test_the_decode_example_profiles_with_its_fusion_sites_and_plans_them():
     profile = profile_model(DECODE, device="cpu", steps=1, warmup=1)
     assert profile.ok, profile.message
     kinds = {s["kind"]: s["key"] for s in profile.sites}
-    assert kinds["swiglu_gate"] == "swiglu_gate/8x688x256/bf16/i8"
+    assert kinds["swiglu_gate"] == "swiglu_gate/8x688x256/bf16/i8+rowscale"  # its norm folded in
     assert kinds["qkv_rotary"] == "qkv_rotary/8x4x4x64x256/bf16"
     assert kinds["decode_attention"] == "decode_attention/1x4x8x40x64/bf16"
     groups = {g["label"]: g for g in profile.plan_groups()}
-    assert groups["swiglu_gate/8x688x256/bf16/i8"]["calls"] == 2  # one per layer
+    assert groups["swiglu_gate/8x688x256/bf16/i8+rowscale"]["calls"] == 2  # one per layer
     # q/k/v/o share one shape: the fusion took q, k and v; o stays a matmul problem.
     assert groups["matmul/8x256x256/bf16/NT"]["calls"] == 2
     assert "matmul/8x688x256/bf16/NT" not in groups, "gate and up are the fusion's"
@@ -81,8 +81,8 @@ def test_the_decode_example_profiles_with_its_fusion_sites_and_plans_them():
         # transposed heads: one qkv_rotary fusion (its weights and biases interleaved as one);
         # SwiGLU found as its fusion; o_proj and down_proj add the residual themselves.
         # Its attention over the 2 key/value heads as they are (no repeat_interleave).
-        ("qwen2_block", {"swiglu_gate/64x1024x256/bf16/i8",
-                         "qkv_rotary/64x4x2x64x256/bf16/i8+bias+kv_heads=2",
+        ("qwen2_block", {"swiglu_gate/64x1024x256/bf16/i8+rowscale",
+                         "qkv_rotary/64x4x2x64x256/bf16/i8+bias+rowscale+kv_heads=2",
                          "attention/1x4x64x64/bf16/causal+kv_heads=2",
                          "matmul/64x256x256/bf16/NT+res", "matmul/64x256x1024/bf16/NT+res",
                          "rmsnorm/64x256/bf16"}),
@@ -96,7 +96,7 @@ def test_the_decode_example_profiles_with_its_fusion_sites_and_plans_them():
                         "layernorm/64x256/bf16", "attention/1x4x64x64/bf16/causal"}),
         # A GQA decode step: attention over the 2 cached heads as they are (no repeat_kv).
         ("llama3_decode", {"decode_attention/1x4x4x36x64/bf16/kv_heads=2",
-                           "qkv_rotary/4x4x2x64x256/bf16", "swiglu_gate/4x512x256/bf16/i8",
+                           "qkv_rotary/4x4x2x64x256/bf16", "swiglu_gate/4x512x256/bf16/i8+rowscale",
                            "rmsnorm/4x256/bf16/eps=1e-05"}),
         # 2 x 65 tokens: an M of 130, no multiple of any tile; attention with no mask.
         ("vit_block", {"attention/2x3x65x64/bf16", "matmul/130x576x192/bf16/NT+bias",

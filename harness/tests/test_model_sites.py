@@ -71,20 +71,31 @@ def _rewritten(model, inputs, sites, inner: str | None = None) -> tuple[Substitu
     return backend, float((got.float() - want.float()).norm() / want.float().norm())
 
 
+def _random_norm_weights(model):
+    """The examples' RMSNorm weights start at ones, which would hide a fold that drops them."""
+    torch.manual_seed(3)
+    for module in model.modules():
+        if "rmsnorm" in type(module).__name__.lower():
+            module.weight.data = (torch.rand_like(module.weight.float()) + 0.5).to(module.weight)
+
+
 def test_it_finds_the_fusions_of_the_decode_example():
     model, inputs = _example("llama_decode")
+    _random_norm_weights(model)
     by_kind: dict[str, list] = {}
     for site in _sites(model, inputs):
         by_kind.setdefault(site.kind, []).append(site)
     (swiglu, _), (qkv, _) = by_kind["swiglu_gate"], by_kind["qkv_rotary"]
-    assert swiglu.where == ("layers.0.mlp.gate_proj", "layers.0.mlp.up_proj")
+    assert swiglu.where == ("layers.0.mlp.gate_proj", "layers.0.mlp.up_proj", "layers.0.mlp_norm")
     assert swiglu.covers == ("matmul/8x688x256/bf16/NT",) * 2
-    # Its weights as one interleaved matrix (layout i8), made only when a kernel takes its place.
-    assert swiglu.key == "swiglu_gate/8x688x256/bf16/i8"
+    # Its weights as one interleaved matrix with the RMSNorm before them folded in (layout
+    # i8+rowscale: the norm's weight in both), made only when a kernel takes its place.
+    assert swiglu.key == "swiglu_gate/8x688x256/bf16/i8+rowscale"
     prepared = swiglu.inputs[1]
     assert isinstance(prepared, Prepared)
-    mlp = model.layers[0].mlp
-    assert torch.equal(prepared.make(), interleave(mlp.gate_proj.weight, mlp.up_proj.weight))
+    mlp, g = model.layers[0].mlp, model.layers[0].mlp_norm.weight.float()
+    gate, up = ((w.float() * g).to(w.dtype) for w in (mlp.gate_proj.weight, mlp.up_proj.weight))
+    assert torch.equal(prepared.make(), interleave(gate, up))
     assert qkv.key == "qkv_rotary/8x4x4x64x256/bf16" and len(qkv.covers) == 3
     assert [s.key for s in by_kind["decode_attention"]] == ["decode_attention/1x4x8x40x64/bf16"] * 2
     assert len(by_kind["matmul"]) == 14 and len(by_kind["module"]) == 9  # 5 norms, 4 rotary
@@ -118,17 +129,20 @@ def test_biased_q_k_v_projections_are_one_qkv_rotary_site_with_their_biases():
 
 def test_prefill_q_k_v_with_constant_weights_take_one_interleaved_weight():
     """Layout "i8+bias" (Qwen2's q/k/v with biases, 64 tokens): the three weights and biases as
-    one interleaved matrix and vector, made only when a kernel takes the site's place; a
-    decode step (8 rows, above) keeps the three weights the dual family streams."""
+    one interleaved matrix and vector, made only when a kernel takes the site's place, with the
+    RMSNorm before them folded in ("+rowscale": its weight in theirs, the norm's input the
+    op's); a decode step (8 rows, above) keeps the three weights the dual family streams."""
     model, inputs = _example("qwen2_block")
+    _random_norm_weights(model)
     sites = _sites(model, inputs)
     (qkv,) = [s for s in sites if s.kind == "qkv_rotary"]
-    assert qkv.key == "qkv_rotary/64x4x2x64x256/bf16/i8+bias+kv_heads=2"
+    assert qkv.key == "qkv_rotary/64x4x2x64x256/bf16/i8+bias+rowscale+kv_heads=2"
+    assert qkv.where[-1] == "input_layernorm"
     _, w, _, _, b = qkv.inputs
     assert isinstance(w, Prepared) and isinstance(b, Prepared)
-    attn = model.self_attn
+    attn, g = model.self_attn, model.input_layernorm.weight.float()
     projections = [attn.q_proj, attn.k_proj, attn.v_proj]
-    want = torch.cat([p.weight for p in projections])
+    want = torch.cat([(p.weight.float() * g).to(p.weight.dtype) for p in projections])
     assert torch.equal(w.make(), interleave_heads(want, 64))
     assert torch.equal(b.make(), interleave_heads(torch.cat([p.bias for p in projections]), 64))
     _, rel = _rewritten(model, inputs, sites)
@@ -389,6 +403,7 @@ def test_a_linear_whose_only_use_is_a_residual_add_is_one_gemm_that_adds_it():
 )
 def test_the_rewritten_model_matches_and_calls_every_op_once_per_site(example):
     model, inputs = _example(example)
+    _random_norm_weights(model)  # so that a fold that drops a norm's weight shows
     backend, rel = _rewritten(model, inputs, _sites(model, inputs))
     assert rel < 2e-2  # bf16 end to end, the model's own rounding steps skipped
     fusions = [s for s in backend.replaced if s.kind in FUSIONS]
@@ -398,6 +413,58 @@ def test_the_rewritten_model_matches_and_calls_every_op_once_per_site(example):
     assert not rotary_alone
 
 
+class _RMSNorm(torch.nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.rand(dim) + 0.5)
+
+    def forward(self, x):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * self.weight
+
+
+class _NormThenMlp(torch.nn.Module):
+    """An RMSNorm, then SwiGLU's gate and up on its output; `reuse`: the normalized rows are
+    also added to the result, so the norm cannot be folded away."""
+
+    def __init__(self, reuse: bool):
+        super().__init__()
+        torch.manual_seed(5)
+        self.norm = _RMSNorm(64)
+        self.gate = torch.nn.Linear(64, 128, bias=False)
+        self.up = torch.nn.Linear(64, 128, bias=False)
+        self.down = torch.nn.Linear(128, 64, bias=False)
+        self.reuse = reuse
+
+    def forward(self, x):
+        n = self.norm(x)
+        y = self.down(F.silu(self.gate(n)) * self.up(n))
+        return x + y + n if self.reuse else x + y
+
+
+@pytest.mark.parametrize("inner", [None, "inductor"])
+def test_an_rmsnorm_before_swiglus_gate_and_up_is_folded_into_them(inner):
+    model = _NormThenMlp(reuse=False).to(torch.bfloat16).eval()
+    # Rows 0.1x to 10x apart: the fold's row scale must be each row's own.
+    inputs = ((torch.randn(2, 24, 64) * 10 ** (torch.rand(2, 24, 1) * 2 - 1)).bfloat16(),)
+    sites = _sites(model, inputs)
+    (swiglu,) = [s for s in sites if s.kind == "swiglu_gate"]
+    assert swiglu.key == "swiglu_gate/48x128x64/bf16/i8+rowscale"
+    assert swiglu.where[-1] == "norm"
+    backend, rel = _rewritten(model, inputs, sites, inner=inner)
+    assert rel < 2e-2
+    replaced = {s.kind: s for s in backend.replaced}
+    assert replaced["swiglu_gate"].key == swiglu.key
+    assert not any(s.key.startswith("rmsnorm/") for s in backend.replaced), "the norm is gone"
+
+
+def test_a_norm_whose_rows_are_used_elsewhere_is_not_folded():
+    model = _NormThenMlp(reuse=True).to(torch.bfloat16).eval()
+    inputs = (torch.randn(2, 24, 64).bfloat16(),)
+    (swiglu,) = [s for s in _sites(model, inputs) if s.kind == "swiglu_gate"]
+    assert swiglu.key == "swiglu_gate/48x128x64/bf16/i8"
+
+
 @pytest.mark.parametrize("example", ["qwen2_block", "llama_block"])
 def test_the_rewritten_model_compiles_with_the_constants_its_ops_take(example):
     # The kernels + torch.compile way: Inductor compiles the rewritten graph, whose ops take
@@ -405,6 +472,7 @@ def test_the_rewritten_model_compiles_with_the_constants_its_ops_take(example):
     # It failed on the GPU (model_qwen2_block: "_kf_const_0_1 not found in
     # param_name_to_source") until those buffers carried a source.
     model, inputs = _example(example)
+    _random_norm_weights(model)
     backend, rel = _rewritten(model, inputs, _sites(model, inputs), inner="inductor")
     constants = [s for s in backend.replaced if any(isinstance(v, Prepared) for v in s.inputs)]
     assert constants and rel < 2e-2

@@ -57,11 +57,11 @@ class FakeLibrary:
         self.kf_describe = FakeFunction("fake")
 
 
-def fake_library(entry: str) -> type:
+def fake_library(entry: str, abi_version: int = 1) -> type:
     """A FakeLibrary whose kernel's entry point is `entry` (the ops' other CUTLASS families)."""
 
     def init(self):
-        FakeLibrary.__init__(self, abi_version=1)
+        FakeLibrary.__init__(self, abi_version=abi_version)
         setattr(self, entry, FakeFunction(0))
 
     return type(f"FakeLibrary_{entry}", (FakeLibrary,), {"__init__": init})

@@ -76,7 +76,11 @@ class _SeenOps(TorchDispatchMode):
 BASELINE_LAYOUTS = {
     "attention": ("causal+kv_heads=1",),
     "decode_attention": ("kv_heads=1",),
-    "qkv_rotary": ("i8+bias+kv_heads=1", "pairs+rot=8+head_dim=16+kv_heads=1"),
+    "qkv_rotary": (
+        "i8+bias+kv_heads=1",
+        "i8+bias+rowscale+kv_heads=1",
+        "pairs+rot=8+head_dim=16+kv_heads=1",
+    ),
 }
 
 

@@ -28,6 +28,7 @@ from kernels.ops.qkv_rotary.op import (
     to_interleaved,
 )
 from kernels.problem import Problem, ProblemError
+from kernels.row_scale import rms_scale
 from kernels.tests.test_cutlass_family import (
     assert_declared_as_in_c,
     fake_library,
@@ -39,15 +40,16 @@ OP = get_op("qkv_rotary")
 
 
 def problem(shape=(256, 4, 2, 64, 512), layout="i8", dtype="bf16") -> Problem:
-    """layout "i8" / "i8+bias": the interleaved layout naming the shape's k/v heads."""
+    """layout "i8[+bias][+rowscale]": the interleaved layout naming the shape's k/v heads."""
     if layout.startswith("i8"):
-        layout = interleaved_layout(shape[2], bias=layout.endswith("+bias"))
+        parts = layout.split("+")
+        layout = interleaved_layout(shape[2], bias="bias" in parts, rowscale="rowscale" in parts)
     return Problem("qkv_rotary", shape, dtype, layout)
 
 
 @pytest.fixture
 def load(monkeypatch):
-    return fake_loader(monkeypatch, FAMILY, fake_library("kf_qkv_rotary"))
+    return fake_loader(monkeypatch, FAMILY, fake_library("kf_qkv_rotary", abi_version=2))
 
 
 def test_the_head_interleave_pairs_each_half_heads_rows_8_apart_and_round_trips():
@@ -74,6 +76,26 @@ def test_the_i8_layouts_mean_what_the_standard_ones_do(layout):
     assert all(torch.equal(a, b) for a, b in zip(from_interleaved(prob, inputs), same, strict=True))
     assert all(torch.equal(a, b) for a, b in zip(to_interleaved(prob, same), inputs, strict=True))
     assert torch.equal(OP.reference(prob, *inputs), OP.reference(standard, *same))
+
+
+@pytest.mark.parametrize("layout", ["i8+rowscale", "i8+bias+rowscale"])
+def test_a_rowscale_layout_is_an_rmsnorm_folded_into_the_projections(layout):
+    """s * (x @ (w * g)^T) + b is what the norm, then the projections, compute: the op over x,
+    the folded weight and s means the same as the "i8" layout over the normalized rows."""
+    prob = problem((5, 4, 2, 32, 24), layout)
+    plain = problem(prob.shape, layout.removesuffix("+rowscale"))
+    x, w, cos, sin, *rest = OP.make_inputs(prob, seed=2, device="cpu")
+    *bias, s = rest
+    assert s.dtype == torch.float32 and torch.equal(s, rms_scale(x))
+    assert [tuple(t.shape) for t in (x, w, cos, sin, *rest)] == OP.input_shapes(prob)
+    g = torch.rand(24, dtype=torch.float64) + 0.5
+    normed = x.double() * s.double()[:, None] * g
+    want = OP.reference(plain, normed, w.double(), cos, sin, *bias)
+    got = OP.reference(prob, x, w.double() * g, cos, sin, *bias, s)
+    torch.testing.assert_close(got, want)
+    assert not torch.allclose(OP.reference(plain, x, w.double() * g, cos, sin, *bias), want)
+    for case in OP.adversarial_inputs(prob, seed=0, device="cpu").values():
+        assert [tuple(t.shape) for t in case] == OP.input_shapes(prob)
 
 
 @pytest.mark.parametrize("case", ["random", "zero_one", "swap_halves"])
@@ -104,8 +126,9 @@ def test_the_i8_baseline_is_the_standard_one_on_the_same_inputs(case, layout):
     [
         ("i8", "not 'i8'"),
         ("i8+bias", "not 'i8+bias'"),
-        ("i8+kv_heads=02", "i8+kv_heads=<HKV>"),
-        ("i8,kv_heads=2", "i8+kv_heads=<HKV>"),
+        ("i8+kv_heads=02", "i8[+bias][+rowscale]+kv_heads=<HKV>"),
+        ("i8,kv_heads=2", "i8[+bias][+rowscale]+kv_heads=<HKV>"),
+        ("i8+rowscale+bias+kv_heads=2", "not 'i8+rowscale+bias+kv_heads=2'"),
         ("i8+kv_heads=3", "other k/v heads than the shape's HKV=2"),
         ("i8+bias+kv_heads=4", "other k/v heads than the shape's HKV=2"),
     ],
@@ -114,6 +137,7 @@ def test_an_i8_layout_names_the_shapes_kv_heads(layout, error):
     with pytest.raises(ProblemError, match=re.escape(error)):
         OP.validate(Problem("qkv_rotary", (4, 4, 2, 32, 8), "bf16", layout))
     OP.validate(Problem("qkv_rotary", (4, 4, 2, 32, 8), "bf16", "i8+bias+kv_heads=2"))
+    OP.validate(Problem("qkv_rotary", (4, 4, 2, 32, 8), "bf16", "i8+bias+rowscale+kv_heads=2"))
 
 
 def test_the_i8_layouts_take_whole_groups_and_keep_the_heads_in_their_sweep():
@@ -153,7 +177,11 @@ def test_the_source_is_pasted_whole_and_the_flags_carry_the_point(load):
         "KF_ELEM": "1", "KF_TILE_M": "128", "KF_TILE_N": "256", "KF_TILE_K": "64",
         "KF_CLUSTER_M": "2", "KF_CLUSTER_N": "1", "KF_SCHEDULE": "0", "KF_SCHEDULER": "1",
         "KF_STAGES": "0", "KF_HEAD_DIM": "64", "KF_ROPE": "0", "KF_ROTARY_DIM": "64",
+        "KF_ROW_SCALE": "0",
     }  # fmt: skip
+    folded = problem(layout="i8+bias+rowscale")
+    _, lib = load(folded, FAMILY.default(folded))
+    assert "-DKF_ROW_SCALE=1" in lib.flags
     gptj = Problem(
         "qkv_rotary", (64, 4, 4, 256, 512), "bf16", "pairs+rot=64+head_dim=256+kv_heads=4"
     )
@@ -171,15 +199,15 @@ def test_the_kernel_gets_tensors_sizes_and_stream_in_prototype_order(load):
     stream = types.SimpleNamespace(cuda_stream=1234)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(module.torch.cuda, "current_stream", lambda device=None: stream)
-        module._launch(x, w, cos, sin, bias, out)
+        module._launch(x, w, cos, sin, bias, None, out)
         (args,) = module._LIB.kf_qkv_rotary.calls
-        assert args[:6] == (x, w, bias, cos, sin, out)
+        assert args[:7] == (x, w, bias, cos, sin, None, out)
         # m, n, k, D, q's and k's columns; strides of x, w, cos/sin, out
-        assert args[6:15] == (16, n, 512, 64, 6 * 64, 512, 512, 32, n)
+        assert args[7:16] == (16, n, 512, 64, 6 * 64, 512, 512, 32, n)
         assert args[-3:] == (None, 0, 1234)
         module._LIB.kf_qkv_rotary.result, module._LIB.kf_last_error.result = 1, "misaligned"
         with pytest.raises(RuntimeError, match=r"misaligned \(code 1\)"):
-            module._launch(x, w, cos, sin, None, out)
+            module._launch(x, w, cos, sin, None, None, out)
 
 
 def test_an_unaligned_k_takes_the_padded_path_and_stays_exact(load):
@@ -188,8 +216,9 @@ def test_an_unaligned_k_takes_the_padded_path_and_stays_exact(load):
     x, w, cos, sin, bias = OP.make_inputs(prob, seed=4, device="cpu")
     seen = []
 
-    def kernel(x_p, w_p, cos_p, sin_p, bias_p, out_p):
+    def kernel(x_p, w_p, cos_p, sin_p, bias_p, scale, out_p):
         assert module.fast_path_blocker(x_p, w_p, cos_p, sin_p, bias_p, out_p) is None
+        assert scale is None
         seen.append(tuple(x_p.shape))
         wider = prob.with_shape(9, 2, 1, 32, x_p.shape[1])
         out_p.copy_(OP.reference(wider, x_p, w_p, cos_p, sin_p, bias_p))
@@ -197,7 +226,7 @@ def test_an_unaligned_k_takes_the_padded_path_and_stays_exact(load):
     module._launch = kernel
     out = torch.full((9, 4 * 32), float("nan"), dtype=torch.float16)
     assert "x" in module.fast_path_blocker(x, w, cos, sin, bias, out)
-    module._run_padded(x, w, cos, sin, bias, out)
+    module._run_padded(x, w, cos, sin, bias, None, out)
     assert seen == [(9, 16)]
     want = OP.reference(prob, x, w, cos, sin, bias)
     torch.testing.assert_close(out.double(), want, rtol=2e-3, atol=2e-3)
@@ -222,6 +251,9 @@ def test_run_refuses_what_it_was_not_built_for_with_a_clear_message(load):
         module.run(*bf16[:2], *half_tables, out=torch.zeros(16, n, dtype=torch.bfloat16))
     with pytest.raises(RuntimeError, match="CUDA tensors"):
         module.run(*bf16, out=torch.zeros(16, n, dtype=torch.bfloat16))
+    folded, _ = load(problem(layout="i8+rowscale"), FAMILY.default(problem()))
+    with pytest.raises(TypeError, match="float32 row scale last"):
+        folded.run(*bf16, out=torch.zeros(16, n, dtype=torch.bfloat16))
 
 
 @pytest.mark.gpu
@@ -244,6 +276,9 @@ def test_run_refuses_what_it_was_not_built_for_with_a_clear_message(load):
             {"TILE_N": 128, "SCHEDULE": "pingpong"},
         ),
         ((33, 2, 1, 32, 65), "pairs+rot=16+head_dim=32+kv_heads=1", {}),  # the padded path
+        ((2048, 16, 16, 64, 1024), "i8+rowscale", {}),  # llama_block's, its norm folded in
+        ((2048, 28, 4, 128, 3584), "i8+bias+rowscale", {"TILE_N": 64}),  # Qwen2's, pair by pair
+        ((33, 2, 1, 32, 65), "i8+bias+rowscale", {}),  # the padded path
     ],
 )
 def test_the_built_kernel_is_correct_on_the_gpu(shape, layout, changes):

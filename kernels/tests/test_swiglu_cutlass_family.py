@@ -1,5 +1,5 @@
-"""swiglu_gate's layout "i8" and its CUTLASS family on the CPU: the interleave, the op's
-reference and baseline for it, check() rules, rendering, the nvcc flags, the declared C
+"""swiglu_gate's layouts "i8" and "i8+rowscale" and its CUTLASS family on the CPU: the
+interleave, the op's reference and baseline for them, check() rules, rendering, the nvcc flags, the declared C
 signatures against the C prototypes and the padded correctness path. The library is the GPU
 edge: a stand-in object takes its place here (kernels/tests/test_cutlass_family.py's); the GPU
 test at the end builds and runs the real one."""
@@ -18,8 +18,9 @@ from kernels.ops.swiglu_gate.families.cutlass_sm90 import (
     CUDA_SOURCE,
     CutlassSm90SwigluGate,
 )
-from kernels.ops.swiglu_gate.op import deinterleave, interleave
+from kernels.ops.swiglu_gate.op import ROW_SCALE, deinterleave, interleave
 from kernels.problem import Problem, ProblemError
+from kernels.row_scale import rms_scale
 from kernels.tests.test_cutlass_family import (
     assert_declared_as_in_c,
     fake_library,
@@ -36,7 +37,7 @@ def problem(shape=(256, 512, 1024), layout="i8", dtype="bf16") -> Problem:
 
 @pytest.fixture
 def load(monkeypatch):
-    return fake_loader(monkeypatch, FAMILY, fake_library("kf_swiglu"))
+    return fake_loader(monkeypatch, FAMILY, fake_library("kf_swiglu", abi_version=2))
 
 
 def test_the_interleave_round_trips_and_the_op_means_the_same_in_both_layouts():
@@ -57,6 +58,28 @@ def test_layout_i8_takes_one_interleaved_weight_and_whole_groups():
     with pytest.raises(ProblemError, match="multiple of 8"):
         OP.validate(problem((4, 12, 8)))
     assert all(s.shape[1] % 8 == 0 for s in OP.sweep(problem((33, 40, 65))))
+
+
+def test_layout_i8_rowscale_is_an_rmsnorm_folded_into_the_pair():
+    """rmsnorm(h) @ w^T = s * (h @ (w * g)^T), s the norm's row scale and g its weight: the op
+    over h, the folded weight and s computes what the norm and then i8 compute."""
+    m, n, k = 5, 16, 24
+    prob, plain = problem((m, n, k), ROW_SCALE, "fp16"), problem((m, n, k), "i8", "fp16")
+    assert OP.input_shapes(prob) == [(m, k), (2 * n, k), (m,)]
+    h, w, s = OP.make_inputs(prob, seed=2, device="cpu")
+    assert s.dtype == torch.float32 and torch.equal(s, rms_scale(h))
+    norms = h.double().pow(2).mean(-1).sqrt()
+    assert norms.max() / norms.min() > 3, "rows of different sizes, so a misplaced scale shows"
+    g = torch.rand(k, dtype=torch.float64) + 0.5
+    w_gate, w_up = (t.double() for t in deinterleave(w))
+    normed = h.double() * s.double()[:, None] * g
+    want = OP.reference(plain, normed, interleave(w_gate, w_up))
+    folded = interleave(w_gate * g, w_up * g)
+    torch.testing.assert_close(OP.reference(prob, h.double(), folded, s.double()), want)
+    # The scale applied after the gating, or not at all, is another answer.
+    assert not torch.allclose(OP.reference(plain, h.double(), folded), want, rtol=0.1)
+    for case in OP.adversarial_inputs(prob, seed=0, device="cpu").values():
+        assert [tuple(t.shape) for t in case] == [(m, k), (2 * n, k), (m,)]
 
 
 @pytest.mark.parametrize("case", ["random", "wide_gates", "zero_one"])
@@ -89,7 +112,7 @@ def test_check_refuses_points_that_cannot_build(changes, reason):
 
 
 def test_check_takes_only_the_interleaved_layout_and_aligned_k():
-    assert "reads layout 'i8', not ''" in FAMILY.check(
+    assert "reads layout 'i8', 'i8+rowscale', not ''" in FAMILY.check(
         problem(layout=""), FAMILY.default(problem())
     )
     prob = problem((64, 128, 1027))
@@ -111,9 +134,12 @@ def test_the_source_is_pasted_whole_and_the_flags_carry_the_point(load):
     assert flags == {
         "KF_ELEM": "1", "KF_TILE_M": "128", "KF_TILE_N": "128", "KF_TILE_K": "64",
         "KF_CLUSTER_M": "2", "KF_CLUSTER_N": "1", "KF_SCHEDULE": "1", "KF_SCHEDULER": "0",
-        "KF_STAGES": "0", "KF_STORE": "0",
+        "KF_STAGES": "0", "KF_STORE": "0", "KF_ROW_SCALE": "0",
     }  # fmt: skip
     assert "-gencode=arch=compute_90a,code=sm_90a" in lib.flags and lib.headers == (CUTLASS_PIN,)
+    folded = problem(layout=ROW_SCALE)
+    _, lib = load(folded, FAMILY.default(folded))
+    assert "-DKF_ROW_SCALE=1" in lib.flags
 
 
 def test_the_declared_signatures_match_the_c_prototypes(load):
@@ -127,13 +153,13 @@ def test_the_kernel_gets_tensors_strides_and_stream_in_prototype_order(load):
     stream = types.SimpleNamespace(cuda_stream=1234)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(module.torch.cuda, "current_stream", lambda device=None: stream)
-        module._launch(x, w, out)
+        module._launch(x, w, None, out)
         (args,) = module._LIB.kf_swiglu.calls
-        assert args[:3] == (x, w, out) and args[3:9] == (64, 128, 256, 256, 256, 128)
+        assert args[:4] == (x, w, None, out) and args[4:10] == (64, 128, 256, 256, 256, 128)
         assert args[-3:] == (None, 0, 1234)
         module._LIB.kf_swiglu.result, module._LIB.kf_last_error.result = 1, "misaligned"
         with pytest.raises(RuntimeError, match=r"misaligned \(code 1\)"):
-            module._launch(x, w, out)
+            module._launch(x, w, None, out)
     assert len(module._LIB.kf_workspace_size.calls) == 1  # once per shape, not per call
 
 
@@ -145,15 +171,15 @@ def test_an_unaligned_k_takes_the_padded_path_and_stays_exact(load):
     x, w = OP.make_inputs(prob, seed=4, device="cpu")
     seen = []
 
-    def kernel(x_p, w_p, out_p):
-        assert module.fast_path_blocker(x_p, w_p, out_p) is None
+    def kernel(x_p, w_p, scale, out_p):
+        assert module.fast_path_blocker(x_p, w_p, out_p) is None and scale is None
         seen.append(tuple(x_p.shape))
         out_p.copy_(OP.reference(prob.with_shape(9, 16, x_p.shape[1]), x_p, w_p))
 
     module._launch = kernel
     out = torch.full((9, 16), float("nan"), dtype=torch.float16)
     assert "x" in module.fast_path_blocker(x, w, out)
-    module._run_padded(x, w, out)
+    module._run_padded(x, w, None, out)
     assert seen == [(9, 16)]
     torch.testing.assert_close(out.double(), OP.reference(prob, x, w), rtol=2e-3, atol=2e-3)
 
@@ -166,6 +192,11 @@ def test_run_refuses_cpu_tensors_with_a_clear_message(load):
     x, w = x.bfloat16(), w.bfloat16()
     with pytest.raises(RuntimeError, match="CUDA tensors"):
         module.run(x, w, out=torch.zeros(64, 128, dtype=torch.bfloat16))
+    with pytest.raises(TypeError, match="no row scale"):
+        module.run(x, w, torch.ones(64), out=torch.zeros(64, 128, dtype=torch.bfloat16))
+    folded, _ = load(problem(layout=ROW_SCALE), FAMILY.default(problem()))
+    with pytest.raises(TypeError, match="one float32 row scale"):
+        folded.run(x, w, out=torch.zeros(64, 128, dtype=torch.bfloat16))
 
 
 @pytest.mark.gpu
@@ -180,12 +211,15 @@ def test_run_refuses_cpu_tensors_with_a_clear_message(load):
         ((512, 1024, 512), {"TILE_M": 64, "CLUSTER_M": 1, "SCHEDULE": "pingpong"}),
         ((256, 4096, 3584), {"TILE_M": 256, "TILE_N": 128, "CLUSTER_M": 1, "CLUSTER_N": 2}),
         ((300, 2816, 4104), {"SCHEDULER": "streamk"}),  # split tiles, added before the epilogue
+        ((2048, 2816, 1024, ROW_SCALE), {}),  # an RMSNorm folded in
+        ((33, 40, 65, ROW_SCALE), {"STORE": "quad"}),
     ],
 )
 def test_the_built_kernel_is_correct_on_the_gpu(shape, changes):
     from kernels.checking import check_source
 
-    prob = problem(shape)
+    *shape, layout = shape if len(shape) == 4 else (*shape, "i8")
+    prob = problem(tuple(shape), layout)
     params = {**FAMILY.default(prob), **changes}
     failures = check_source(OP, prob, FAMILY.render(prob, params), device="cuda")
     assert not failures

@@ -23,6 +23,11 @@ register epilogue (families/cutlass_sm90.cu). The output is the same for every l
 baseline is that one GEMM with PyTorch (F.linear) and the rotation as a second pass, what a
 model with a concatenated q/k/v weight runs.
 
+Layouts "i8+rowscale+kv_heads=<HKV>" and "i8+bias+rowscale+kv_heads=<HKV>" are the "i8" ones
+with the RMSNorm before the projections folded in (kernels/row_scale.py): the weight is the
+interleaved one times the norm's weight, and a float32 (M,) row scale s comes last; each
+row's products are scaled before the bias and the rotation: y = s * (x @ w^T) + b.
+
 Layout "pairs+rot=<R>+head_dim=<D>+kv_heads=<HKV>" is GPT-J's rotary: the pairs (2i, 2i+1) of the first R
 dims of each q and k head turn by cos/sin (M, R/2) (`rotate_pairs`; R even, at most D), the rest
 pass as they are; the three weights come as one (N, K) matrix, w_q, w_k and w_v one after the
@@ -39,12 +44,14 @@ import re
 
 import torch
 
+from kernels import row_scale
 from kernels.problem import Op, OutputSpec, ProblemError, Tolerance
 
 BIAS = "+bias"
 INTERLEAVED = "i8"
 GROUP = 8  # rows of a head's first half, then the same rows of its second half
-_INTERLEAVED_LAYOUT = re.compile(r"i8(\+bias)?\+kv_heads=([1-9][0-9]*)")
+ROW_SCALE = f"+{row_scale.TAG}"
+_INTERLEAVED_LAYOUT = re.compile(r"i8(\+bias)?(\+rowscale)?\+kv_heads=([1-9][0-9]*)")
 PAIRS = "pairs"
 _PAIRS_LAYOUT = re.compile(
     r"pairs\+rot=([1-9][0-9]*)\+head_dim=([1-9][0-9]*)\+kv_heads=([1-9][0-9]*)"
@@ -73,13 +80,19 @@ def one_weight(problem) -> bool:
     return is_interleaved(problem) or is_pairs(problem)
 
 
-def interleaved_layout(kv_heads: int, *, bias: bool) -> str:
-    """The "i8" layout of a problem with `kv_heads` k/v heads: "i8[+bias]+kv_heads=<n>"."""
-    return f"{INTERLEAVED}{BIAS if bias else ''}+kv_heads={kv_heads}"
+def interleaved_layout(kv_heads: int, *, bias: bool, rowscale: bool = False) -> str:
+    """The "i8" layout of a problem with `kv_heads` k/v heads: "i8[+bias][+rowscale]+kv_heads=<n>"."""
+    parts = (BIAS if bias else "") + (ROW_SCALE if rowscale else "")
+    return f"{INTERLEAVED}{parts}+kv_heads={kv_heads}"
 
 
 def has_bias(problem) -> bool:
     return BIAS in problem.layout
+
+
+def has_row_scale(problem) -> bool:
+    """An RMSNorm folded in: the inputs end with its float32 (M,) row scale."""
+    return ROW_SCALE in problem.layout
 
 
 def is_interleaved(problem) -> bool:
@@ -147,8 +160,9 @@ class QkvRotaryOp(Op):
 
     def layout_note(self):
         return (
-            "i8[+bias]+kv_heads=<HKV>: the three weights (and biases) as one, each head's "
-            "halves interleaved in groups of 8 rows; pairs+rot=<R>+head_dim=<D>+kv_heads=<HKV>: GPT-J's "
+            "i8[+bias][+rowscale]+kv_heads=<HKV>: the three weights (and biases) as one, each "
+            "head's halves interleaved in groups of 8 rows (+rowscale: an RMSNorm folded in, its "
+            "float32 row scale last); pairs+rot=<R>+head_dim=<D>+kv_heads=<HKV>: GPT-J's "
             "rotary (pairs of the first R dims) over the three weights as one"
         )
 
@@ -160,7 +174,7 @@ class QkvRotaryOp(Op):
         ):
             return None
         return (
-            f"{self.name} takes no layout, +bias, i8+kv_heads=<HKV>, i8+bias+kv_heads=<HKV> or "
+            f"{self.name} takes no layout, +bias, i8[+bias][+rowscale]+kv_heads=<HKV> or "
             f"pairs+rot=<R>+head_dim=<D>+kv_heads=<HKV>, not {layout!r}"
         )
 
@@ -170,7 +184,7 @@ class QkvRotaryOp(Op):
         if d % 2:
             raise ProblemError(f"D={d}: the head dim must be even")
         if is_interleaved(problem) and problem.layout != interleaved_layout(
-            hkv, bias=has_bias(problem)
+            hkv, bias=has_bias(problem), rowscale=has_row_scale(problem)
         ):
             raise ProblemError(
                 f"layout {problem.layout} names other k/v heads than the shape's HKV={hkv}"
@@ -202,7 +216,8 @@ class QkvRotaryOp(Op):
         if is_interleaved(problem):
             n = (h + 2 * hkv) * d
             shapes = [(m, k), (n, k), (m, d // 2), (m, d // 2)]
-            return shapes + [(n,)] if has_bias(problem) else shapes
+            shapes += [(n,)] if has_bias(problem) else []
+            return shapes + [(m,)] if has_row_scale(problem) else shapes
         shapes = [(m, k), (h * d, k), (hkv * d, k), (hkv * d, k), (m, d // 2), (m, d // 2)]
         return shapes + [(h * d,), (hkv * d,), (hkv * d,)] if has_bias(problem) else shapes
 
@@ -212,12 +227,17 @@ class QkvRotaryOp(Op):
 
     def make_inputs(self, problem, *, seed, device):
         inputs = self._standard_inputs(problem, seed=seed, device=device)
-        return self._as_layout(problem, inputs)
+        if not has_row_scale(problem):
+            return self._as_layout(problem, inputs)
+        # Rows of a residual stream and each one's RMS scale: the scaled rows are ~N(0, 1).
+        x = row_scale.spread_rows(inputs[0], torch.Generator(device=device).manual_seed(seed))
+        return self._as_layout(problem, (x, *inputs[1:]), row_scale.rms_scale(x))
 
-    def _as_layout(self, problem, inputs: tuple) -> tuple:
-        """The standard layout's inputs as this problem's layout takes them."""
+    def _as_layout(self, problem, inputs: tuple, scale=None) -> tuple:
+        """The standard layout's inputs as this problem's layout takes them (the "+rowscale"
+        layouts' scale last)."""
         if is_interleaved(problem):
-            return to_interleaved(problem, inputs)
+            return to_interleaved(problem, inputs) + ((scale,) if has_row_scale(problem) else ())
         if is_pairs(problem):
             x, w_q, w_k, w_v, cos, sin = inputs
             return (x, torch.cat([w_q, w_k, w_v]), cos, sin)
@@ -265,7 +285,13 @@ class QkvRotaryOp(Op):
             "zero_one": (ints(x), ints(wq), ints(wk), ints(wv), cos, sin, *map(ints, biases)),
             "swap_halves": (x, wq, wk, wv, *swap, *biases),
         }
-        return {name: self._as_layout(problem, case) for name, case in cases.items()}
+        scales = {"zero_one": None, "swap_halves": None}
+        if has_row_scale(problem):
+            scales = {
+                "zero_one": row_scale.powers_of_two(problem.shape[0], gen, device),
+                "swap_halves": row_scale.rms_scale(x),
+            }
+        return {name: self._as_layout(problem, case, scales[name]) for name, case in cases.items()}
 
     def reference(self, problem, *inputs):
         m, h, hkv, d, _ = problem.shape
@@ -274,6 +300,9 @@ class QkvRotaryOp(Op):
             y = (x @ w.T).view(m, h + 2 * hkv, d)
             turned = rotate_pairs(y[:, : h + hkv], cos, sin)
             return torch.cat([turned, y[:, h + hkv :]], dim=1).reshape(m, -1)
+        if has_row_scale(problem):  # s * (x @ w^T) = (s * x) @ w^T, exactly in float64
+            *inputs, scale = inputs
+            inputs = [inputs[0].double() * scale.double()[:, None], *inputs[1:]]
         if is_interleaved(problem):
             inputs = from_interleaved(problem, inputs)
         x, w_q, w_k, w_v, cos, sin, *biases = inputs
@@ -303,10 +332,14 @@ class QkvRotaryOp(Op):
         k = rotate_half(linear(x, w_k, b_k).view(m, hkv, d), cos, sin)
         return q, k, linear(x, w_v, b_v)
 
-    def _interleaved_baseline(self, problem, x, w, cos, sin, *bias):
+    def _interleaved_baseline(self, problem, x, w, cos, sin, *rest):
         """One GEMM over the interleaved weight, then the rotation of q's and k's heads as a
-        pass over its columns; v's heads stay where the GEMM wrote them (a view)."""
+        pass over its columns; v's heads stay where the GEMM wrote them (a view). A folded
+        norm's rows are scaled first (the norm's last pass)."""
         m, h, hkv, d, _ = problem.shape
+        bias = rest[:1] if has_bias(problem) else ()
+        if has_row_scale(problem):
+            x = row_scale.scaled_rows(x, rest[-1])
         y = torch.nn.functional.linear(x, w, bias[0] if bias else None)
         # (row, head, group, half, 8): columns 16g..16g+7 of a head are its first half's
         # 8g..8g+7, the next 8 its second half's.
@@ -338,8 +371,10 @@ class QkvRotaryOp(Op):
 
     def unfused_bytes(self, problem):
         # The rotary over q and k (reads and writes each); v is the GEMM's output as it is.
-        m, h, hkv, d, _ = problem.shape
-        return 2 * m * (h + hkv) * d * problem.torch_dtype.itemsize
+        # Folded, the norm's normalized rows too (written, where the fold writes a float a row).
+        m, h, hkv, d, k = problem.shape
+        norm = m * k if has_row_scale(problem) else 0
+        return (2 * m * (h + hkv) * d + norm) * problem.torch_dtype.itemsize
 
     def tolerance(self, problem):
         # A GEMM's rounding, then a rotation whose two products PyTorch rounds separately.

@@ -13,6 +13,13 @@ time, and the pair becomes one GEMM of (M, 2N, K) whose tiles hold each output's
 columns side by side: the CUTLASS family gates them in its register epilogue
 (families/cutlass_sm90.cu). Its baseline is that GEMM with PyTorch (F.linear) and the gating as
 a second pass, what a model with concatenated gate/up weights runs.
+
+Layout "i8+rowscale" is an RMSNorm folded into the pair (kernels/row_scale.py): the op takes
+h, the interleaved weight times the norm's weight and s, a float32 (M,) row scale:
+
+    out = silu(s * (x @ w_gate^T)) * (s * (x @ w_up^T))
+
+Its baseline scales the rows (the norm's last pass), then runs the "i8" baseline.
 """
 
 from __future__ import annotations
@@ -21,10 +28,21 @@ import math
 
 import torch
 
+from kernels import row_scale
 from kernels.problem import Op, OutputSpec, ProblemError, Tolerance
 
 INTERLEAVED = "i8"
+ROW_SCALE = f"i8+{row_scale.TAG}"
 GROUP = 8  # rows of gate, then the same rows of up, in an interleaved weight
+
+
+def is_interleaved(problem) -> bool:
+    """The layouts that take the two weights as one interleaved matrix ("i8", "i8+rowscale")."""
+    return problem.layout in (INTERLEAVED, ROW_SCALE)
+
+
+def has_row_scale(problem) -> bool:
+    return problem.layout == ROW_SCALE
 
 
 def interleave(w_gate: torch.Tensor, w_up: torch.Tensor, group: int = GROUP) -> torch.Tensor:
@@ -48,22 +66,27 @@ class SwigluGateOp(Op):
     dims = ("M", "N", "K")
     dtypes = ("fp16", "bf16")
     description = "silu(x @ w_gate^T) * (x @ w_up^T): SwiGLU gate and up projections, one GEMM"
-    layouts = ("", INTERLEAVED)
+    layouts = ("", INTERLEAVED, ROW_SCALE)
 
     def layout_note(self):
-        return "i8: the gate and up weights as one (2N, K) matrix interleaved in groups of 8 rows"
+        return (
+            "i8: the gate and up weights as one (2N, K) matrix interleaved in groups of 8 rows; "
+            "i8+rowscale: the same, each output row scaled by a float32 (M,) input before the "
+            "gating (an RMSNorm folded in)"
+        )
 
     def validate(self, problem):
         super().validate(problem)
-        if problem.layout == INTERLEAVED and problem.shape[1] % GROUP:
+        if is_interleaved(problem) and problem.shape[1] % GROUP:
             raise ProblemError(
-                f"layout i8 interleaves groups of {GROUP} rows: N must be a multiple of {GROUP}"
+                f"layout {problem.layout} interleaves groups of {GROUP} rows: "
+                f"N must be a multiple of {GROUP}"
             )
 
     def input_shapes(self, problem):
         m, n, k = problem.shape
-        if problem.layout == INTERLEAVED:
-            return [(m, k), (2 * n, k)]
+        if is_interleaved(problem):
+            return [(m, k), (2 * n, k)] + ([(m,)] if has_row_scale(problem) else [])
         return [(m, k), (n, k), (n, k)]
 
     def output_spec(self, problem):
@@ -80,23 +103,30 @@ class SwigluGateOp(Op):
 
         # Gate and up ~N(0, 1) whatever K is: silu sees both of its regimes.
         x, w_gate, w_up = randn((m, k), 1.0), randn((n, k), k**-0.5), randn((n, k), k**-0.5)
-        return self._as_layout(problem, x, w_gate, w_up)
+        if not has_row_scale(problem):
+            return self._as_layout(problem, x, w_gate, w_up)
+        # Rows of a residual stream and each one's RMS scale: the scaled rows are ~N(0, 1).
+        x = row_scale.spread_rows(x, gen)
+        return self._as_layout(problem, x, w_gate, w_up, row_scale.rms_scale(x))
 
-    def _as_layout(self, problem, x, w_gate, w_up):
-        if problem.layout == INTERLEAVED:
+    def _as_layout(self, problem, x, w_gate, w_up, scale=None):
+        if has_row_scale(problem):
+            return x, interleave(w_gate, w_up), scale
+        if is_interleaved(problem):
             return x, interleave(w_gate, w_up)
         return x, w_gate, w_up
 
     def _separate(self, problem, inputs):
-        """(x, w_gate, w_up) whatever the layout."""
-        if problem.layout == INTERLEAVED:
-            x, w = inputs
-            return (x, *deinterleave(w))
-        return tuple(inputs)
+        """(x, w_gate, w_up, row scale or None) whatever the layout."""
+        if is_interleaved(problem):
+            x, w, *scale = inputs
+            return (x, *deinterleave(w), scale[0] if scale else None)
+        return (*inputs, None)
 
     def adversarial_inputs(self, problem, *, seed, device):
-        x, wg, wu = self._separate(problem, self.make_inputs(problem, seed=seed, device=device))
-        k = problem.shape[2]
+        inputs = self.make_inputs(problem, seed=seed, device=device)
+        x, wg, wu, scale = self._separate(problem, inputs)
+        m, _, k = problem.shape
         # Gates spread wide and shifted negative: silu runs from saturated-off to linear.
         wide = (wg.float() * 4 - 3 * k**-0.5).to(wg.dtype)
         # 0/1 entries: exact sums, so a slip in which rows feed which product shows.
@@ -105,20 +135,25 @@ class SwigluGateOp(Op):
             torch.randint(0, 2, t.shape, generator=gen, device=device).to(t.dtype)
             for t in (x, wg, wu)
         ]
+        twos = None if scale is None else row_scale.powers_of_two(m, gen, device)
         return {
-            "wide_gates": self._as_layout(problem, x, wide, wu),
-            "zero_one": self._as_layout(problem, *ints),
+            "wide_gates": self._as_layout(problem, x, wide, wu, scale),
+            "zero_one": self._as_layout(problem, *ints, twos),
         }
 
     def reference(self, problem, *inputs):
-        x, w_gate, w_up = self._separate(problem, inputs)
+        x, w_gate, w_up, scale = self._separate(problem, inputs)
         x = x.double()
-        gate = x @ w_gate.double().T
-        return torch.nn.functional.silu(gate) * (x @ w_up.double().T)
+        gate, up = x @ w_gate.double().T, x @ w_up.double().T
+        if scale is not None:
+            gate, up = gate * scale.double()[:, None], up * scale.double()[:, None]
+        return torch.nn.functional.silu(gate) * up
 
     def baseline(self, problem, *inputs, out):
-        if problem.layout == INTERLEAVED:  # one GEMM, then the gating over its (M, 2N)
-            x, w = inputs
+        if is_interleaved(problem):  # one GEMM, then the gating over its (M, 2N)
+            x, w, *scale = inputs
+            if scale:  # the norm's last pass
+                x = row_scale.scaled_rows(x, scale[0])
             m, n = out.shape
             both = torch.nn.functional.linear(x, w).view(m, n // GROUP, 2, GROUP)
             torch.mul(
@@ -139,9 +174,11 @@ class SwigluGateOp(Op):
         return elt * sum(math.prod(s) for s in shapes)
 
     def unfused_bytes(self, problem):
-        # silu(gate) * up: reads both GEMMs' outputs, writes the product.
-        m, n, _ = problem.shape
-        return 3 * m * n * problem.torch_dtype.itemsize
+        # silu(gate) * up: reads both GEMMs' outputs, writes the product; folded, the norm's
+        # normalized rows too (written, where the fold writes a float per row).
+        m, n, k = problem.shape
+        norm = m * k if has_row_scale(problem) else 0
+        return (3 * m * n + norm) * problem.torch_dtype.itemsize
 
     def tolerance(self, problem):
         # Two GEMMs' rounding meet in a product (PyTorch rounds gate, up and silu(gate) to
@@ -152,7 +189,7 @@ class SwigluGateOp(Op):
 
     def sweep(self, problem):
         m, n, k = problem.shape
-        if problem.layout == INTERLEAVED:  # N stays a multiple of the group
+        if is_interleaved(problem):  # N stays a multiple of the group
             shapes = [
                 (1, 8, 1),
                 (3, 8, 7),

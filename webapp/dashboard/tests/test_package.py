@@ -54,6 +54,8 @@ MORE_LAYOUTS: dict[str, dict[str, list[str] | None]] = {
     "qkv_rotary": {
         "i8+kv_heads=2": ["3x4x2x16x40"],
         "i8+bias+kv_heads=1": ["5x3x1x32x24"],
+        "i8+rowscale+kv_heads=2": ["3x4x2x16x40"],
+        "i8+bias+rowscale+kv_heads=1": ["5x3x1x32x24"],
         "pairs+rot=16+head_dim=32+kv_heads=2": ["3x4x2x32x40"],
     },
 }

@@ -18,7 +18,12 @@
 // three weights one after the other, not interleaved; the pairs (2i, 2i+1) of the first
 // KF_ROTARY_DIM dims of each q and k head turn by cos/sin (M, R/2), and wgmma's accumulator
 // gives a thread both columns of each such pair (c, c + 1), stored where they were.
+// KF_ROW_SCALE 1 (layouts "i8[+bias]+rowscale": an RMSNorm folded in): row m's products are
+// scaled by row_scale[m] (float32) before the bias and the rotation.
 
+#ifndef KF_ROW_SCALE
+#define KF_ROW_SCALE 0
+#endif
 #ifndef KF_ROPE
 #define KF_ROPE 0
 #endif
@@ -39,6 +44,7 @@ class RotaryEpilogue : public RegisterEpilogueBase {
     const Element* bias = nullptr;  // (N,) interleaved like w's rows, or none
     int head_dim = 0;  // D
     int rotated = 0;  // columns of q's and k's heads: (H + HKV) D
+    const float* row_scale = nullptr;  // (M,): KF_ROW_SCALE only
   };
   using Params = Arguments;
 
@@ -52,6 +58,7 @@ class RotaryEpilogue : public RegisterEpilogueBase {
     // Whole 16-row groups per head; 4-byte stores and cos/sin loads: even strides, aligned.
     auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; };
     return args.ptr_out != nullptr && args.cos != nullptr && args.sin != nullptr &&
+           (KF_ROW_SCALE == 0 || (args.row_scale != nullptr && KF_ROPE == 0)) &&
            args.head_dim == KF_HEAD_DIM && args.head_dim % (KF_ROPE == 1 ? 2 : 16) == 0 &&
            get<1>(problem_shape) % args.head_dim == 0 && args.rotated % args.head_dim == 0 &&
            args.ldo % 2 == 0 && args.ldcs % 2 == 0 && aligned(args.ptr_out) &&
@@ -111,6 +118,13 @@ class RotaryEpilogue : public RegisterEpilogueBase {
   CUTLASS_DEVICE void store_pair(int m, int n, int j, float a1, float b1, float a2, float b2,
                                  uint32_t cos_word, uint32_t sin_word, uint32_t bias_first,
                                  uint32_t bias_second) const {
+#if KF_ROW_SCALE
+    const float s = __ldg(params.row_scale + m);  // a folded norm's scale, before the bias
+    a1 *= s;
+    b1 *= s;
+    a2 *= s;
+    b2 *= s;
+#endif
     if (params.bias != nullptr) {
       const auto first = floats(bias_first), second = floats(bias_second);
       a1 += first[0];
@@ -265,7 +279,7 @@ using RotaryGemm = EpilogueGemm<RotaryEpilogue>;
 
 // What a call's params depend on (EpilogueGemm::run reuses them for the same key).
 struct RotaryKey {
-  const void *x, *w, *bias, *cos, *sin, *out;
+  const void *x, *w, *bias, *cos, *sin, *row_scale, *out;
   int m, n, k, head_dim, rotated, device;
   int64_t ldx, ldw, ldcs, ldo;
 };
@@ -276,7 +290,7 @@ static_assert(std::has_unique_object_representations_v<RotaryKey>, "keys compare
 extern "C" {
 
 // Bumped when the signatures below change; the candidate checks it after loading.
-int kf_abi_version() { return 1; }
+int kf_abi_version() { return 2; }
 
 const char* kf_last_error() { return kf::g_error; }
 
@@ -288,16 +302,17 @@ const char* kf_describe() {
 
 int64_t kf_workspace_size(int m, int n, int k) { return kf::RotaryGemm::workspace_size(m, n, k); }
 
-// out (M, N) = [rotary(q) | rotary(k) | v] of x @ w^T (+ bias) on `stream` (a cudaStream_t);
-// bias may be null. 0, or an error code with kf_last_error() (kf::EpilogueGemm::run).
+// out (M, N) = [rotary(q) | rotary(k) | v] of s * (x @ w^T) (+ bias) on `stream` (a
+// cudaStream_t); bias may be null, and row_scale (s, float32 (M,)) is null without
+// KF_ROW_SCALE. 0, or an error code with kf_last_error() (kf::EpilogueGemm::run).
 int kf_qkv_rotary(const void* x, const void* w, const void* bias, const void* cos,
-                  const void* sin, void* out, int m, int n, int k, int head_dim, int rotated,
-                  int64_t ldx, int64_t ldw, int64_t ldcs, int64_t ldo, void* workspace,
-                  int64_t workspace_bytes, void* stream) {
+                  const void* sin, const void* row_scale, void* out, int m, int n, int k,
+                  int head_dim, int rotated, int64_t ldx, int64_t ldw, int64_t ldcs, int64_t ldo,
+                  void* workspace, int64_t workspace_bytes, void* stream) {
   int device = 0;
   cudaGetDevice(&device);
-  const kf::RotaryKey key{x, w, bias, cos, sin, out, m, n, k, head_dim, rotated, device,
-                          ldx, ldw, ldcs, ldo};
+  const kf::RotaryKey key{x, w, bias, cos, sin, row_scale, out, m, n, k, head_dim, rotated,
+                          device, ldx, ldw, ldcs, ldo};
   const auto arguments = [&] {
     kf::RotaryEpilogue::Arguments epilogue;
     epilogue.ptr_out = static_cast<Element*>(out);
@@ -308,6 +323,7 @@ int kf_qkv_rotary(const void* x, const void* w, const void* bias, const void* co
     epilogue.bias = static_cast<const Element*>(bias);
     epilogue.head_dim = head_dim;
     epilogue.rotated = rotated;
+    epilogue.row_scale = static_cast<const float*>(row_scale);
     return kf::RotaryGemm::arguments(x, w, m, n, k, ldx, ldw, epilogue);
   };
   return kf::RotaryGemm::run(key, arguments, workspace, workspace_bytes, stream);

@@ -1,5 +1,6 @@
 """qkv_rotary_cutlass_sm90: the q, k and v projections as one CUTLASS 3.x Hopper GEMM over the
-interleaved weight (layouts "i8+kv_heads=<n>", "i8+bias+kv_heads=<n>"), bias and rotary
+interleaved weight (layouts "i8[+bias][+rowscale]+kv_heads=<n>"; +rowscale: a folded RMSNorm's
+row scale applied first), bias and rotary
 embedding in a register epilogue; one shared library per configuration. GPT-J's rotary
 (layouts "pairs+rot=<R>+head_dim=<D>+kv_heads=<n>": adjacent pairs of the first R dims) over the three
 weights as they are, one after the other, in the same GEMM (KF_ROPE 1).
@@ -33,7 +34,7 @@ from kernels.epilogue_gemm import (
     candidate_template,
     cuda_source,
 )
-from kernels.ops.qkv_rotary.op import INTERLEAVED, PAIRS, is_pairs, rotary_dim
+from kernels.ops.qkv_rotary.op import INTERLEAVED, PAIRS, has_row_scale, is_pairs, rotary_dim
 from kernels.problem import Problem
 
 SOURCE = Path(__file__).with_name("cutlass_sm90.cu")
@@ -50,17 +51,18 @@ LIBRARY = CudaLibrary(
         f"-DKF_HEAD_DIM={HEAD_DIM}",
         f"-DKF_ROPE={ROPE_CODES[ROPE]}",
         f"-DKF_ROTARY_DIM={ROTARY_DIM}",
+        f"-DKF_ROW_SCALE={int(ROW_SCALE)}",
     ),
     headers=(CUTLASS,),
 )
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 # The C prototypes in CUDA_SOURCE, as the harness binds them ("tensor": the tensor's address).
 FUNCTIONS = {
     "kf_abi_version": CFunction("int"),
     "kf_qkv_rotary": CFunction(
         "int",
-        ("tensor",) * 6  # x, w (interleaved), bias (or none), cos, sin, out
+        ("tensor",) * 7  # x, w (interleaved), bias (or none), cos, sin, row scale (or none), out
         + ("int",) * 5  # m, n, k, head_dim, rotated columns
         + ("int64_t",) * 4  # row strides of x, w, cos and sin, out
         + ("tensor", "int64_t", "void*"),  # workspace, its bytes, the CUDA stream
@@ -84,12 +86,12 @@ def fast_path_blocker(x, w, cos, sin, bias, out):
     return None
 
 
-def _launch(x, w, cos, sin, bias, out):
+def _launch(x, w, cos, sin, bias, scale, out):
     m, n = out.shape
     k = x.shape[1]
     ws_bytes, ws = workspace(_LIB, m, n, k, out.device)
     code = _LIB.kf_qkv_rotary(
-        x, w, bias, cos, sin, out, m, n, k, HEAD_DIM, (HEADS + KV_HEADS) * HEAD_DIM,
+        x, w, bias, cos, sin, scale, out, m, n, k, HEAD_DIM, (HEADS + KV_HEADS) * HEAD_DIM,
         x.stride(0), w.stride(0), cos.stride(0), out.stride(0),
         ws, ws_bytes, torch.cuda.current_stream(out.device).cuda_stream,
     )
@@ -97,7 +99,7 @@ def _launch(x, w, cos, sin, bias, out):
         raise RuntimeError(f"kf_qkv_rotary_cutlass_sm90: {_LIB.kf_last_error()} (code {code})")
 
 
-def _run_padded(x, w, cos, sin, bias, out):
+def _run_padded(x, w, cos, sin, bias, scale, out):
     """Correctness path for strides or a K that TMA cannot take: x and w zero-padded to whole
     16-byte rows, aligned copies of the rest, the same kernel."""
     m, n = out.shape
@@ -105,12 +107,17 @@ def _run_padded(x, w, cos, sin, bias, out):
     tables = [t.contiguous().clone() for t in (cos, sin)]
     bias_p = None if bias is None else bias.contiguous().clone()
     out_p = torch.empty(m, n, dtype=out.dtype, device=out.device)
-    _launch(padded(x, m, kp), padded(w, w.shape[0], kp), *tables, bias_p, out_p)
+    _launch(padded(x, m, kp), padded(w, w.shape[0], kp), *tables, bias_p, scale, out_p)
     out.copy_(out_p)
 
 
-def run(x, w, cos, sin, *bias, out):
+def run(x, w, cos, sin, *rest, out):
+    # rest: the bias (layouts "+bias"), then a folded norm's float32 row scale ("+rowscale")
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[DTYPE]
+    scale = rest[-1] if ROW_SCALE and rest else None
+    bias = rest[:-1] if ROW_SCALE else rest
+    if ROW_SCALE and (scale is None or scale.dtype != torch.float32):
+        raise TypeError("a +rowscale layout takes a float32 row scale last")
     if any(t.dtype != dtype for t in (x, w, cos, sin, out, *bias)):
         raise TypeError(f"this candidate is built for {DTYPE} tensors only")
     if 2 * cos.shape[1] != ROTARY_DIM or out.shape[1] != (HEADS + 2 * KV_HEADS) * HEAD_DIM:
@@ -121,18 +128,24 @@ def run(x, w, cos, sin, *bias, out):
     if not out.is_cuda:
         raise RuntimeError("qkv_rotary_cutlass_sm90 runs on CUDA tensors only (an sm_90 GPU)")
     b = bias[0] if bias else None
+    s = scale.contiguous() if scale is not None else None  # one float a row, for the epilogue
     with torch.cuda.device(out.device):
         if fast_path_blocker(x, w, cos, sin, b, out) is None:
-            _launch(x, w, cos, sin, b, out)
+            _launch(x, w, cos, sin, b, s, out)
         else:
-            _run_padded(x, w, cos, sin, b, out)
+            _run_padded(x, w, cos, sin, b, s, out)
 '''
 
 
 class CutlassSm90QkvRotary(EpilogueGemmFamily):
     name = "qkv_rotary_cutlass_sm90"
     op = "qkv_rotary"
-    layouts = ("i8+kv_heads=<n>", "i8+bias+kv_heads=<n>", "pairs+rot=<R>+head_dim=<D>+kv_heads=<n>")
+    layouts = (
+        "i8+kv_heads=<n>",
+        "i8+bias+kv_heads=<n>",
+        "i8[+bias]+rowscale+kv_heads=<n>",
+        "pairs+rot=<R>+head_dim=<D>+kv_heads=<n>",
+    )
     description = (
         "one CUTLASS 3.x Hopper GEMM over the interleaved q/k/v weight (TMA + wgmma, "
         "warp-specialized), bias and rotary in a register epilogue"
@@ -172,4 +185,5 @@ class CutlassSm90QkvRotary(EpilogueGemmFamily):
             "HEAD_DIM": d,
             "ROPE": "pairs" if is_pairs(problem) else "half",
             "ROTARY_DIM": rotary_dim(problem),
+            "ROW_SCALE": has_row_scale(problem),
         }

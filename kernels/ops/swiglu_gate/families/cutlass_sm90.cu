@@ -11,9 +11,14 @@
 //
 // KF_STORE 0: each thread stores its 2 adjacent outputs (4 bytes); 1: each quad of lanes
 // trades them so that each lane stores 8 (16 bytes).
+// KF_ROW_SCALE 1 (layout "i8+rowscale": an RMSNorm folded in): row m's gate and up are scaled
+// by row_scale[m] (float32) before the gating: out = silu(s g) * (s u).
 
 #ifndef KF_STORE
 #define KF_STORE 0
+#endif
+#ifndef KF_ROW_SCALE
+#define KF_ROW_SCALE 0
 #endif
 
 namespace kf {
@@ -23,6 +28,7 @@ class SwigluEpilogue : public RegisterEpilogueBase {
   struct Arguments {
     Element* ptr_out = nullptr;
     int64_t ldo = 0;  // elements between rows of out
+    const float* row_scale = nullptr;  // (M,): KF_ROW_SCALE only
   };
   using Params = Arguments;
 
@@ -35,7 +41,8 @@ class SwigluEpilogue : public RegisterEpilogueBase {
   static bool can_implement(ProblemShape const& problem_shape, Arguments const& args) {
     // Stores of 2 (pair) or 8 (quad) outputs: rows and `out` aligned to them.
     const int vector = KF_STORE == 0 ? 2 : 8;
-    return args.ptr_out != nullptr && get<1>(problem_shape) % 16 == 0 &&
+    return args.ptr_out != nullptr && (KF_ROW_SCALE == 0 || args.row_scale != nullptr) &&
+           get<1>(problem_shape) % 16 == 0 &&
            args.ldo % vector == 0 &&
            reinterpret_cast<uintptr_t>(args.ptr_out) % (vector * sizeof(Element)) == 0;
   }
@@ -61,9 +68,10 @@ class SwigluEpilogue : public RegisterEpilogueBase {
     for_each_pair(thread_coords, accumulators, m_size, n2_size,
                   [&](int m, int n, float g0, float g1, float u0, float u1) {
                     const int feature = (n / 16) * 8 + (n & 7);
+                    const float s = scale_of(m);
                     *reinterpret_cast<uint32_t*>(params.ptr_out +
                                                  static_cast<int64_t>(m) * params.ldo + feature) =
-                        packed(gated(g0, u0), gated(g1, u1));
+                        packed(gated(s * g0, s * u0), gated(s * g1, s * u1));
                   });
 #else
     // Groups of 8, and each quad of lanes (which holds the 8 columns of a chunk, two each)
@@ -79,6 +87,7 @@ class SwigluEpilogue : public RegisterEpilogueBase {
       for (int h = 0; h < 4; h += 2) {  // the thread's two rows, r and r + 8
         const int m = get<0>(thread_coords(i + h));
         const int n0 = get<1>(thread_coords(i + h));
+        const float s = m < m_size ? scale_of(m) : 0.0f;  // rows past M are computed, not stored
         uint32_t pairs[4];
         CUTLASS_PRAGMA_UNROLL
         for (int j = 0; j < 4; ++j) {
@@ -88,8 +97,8 @@ class SwigluEpilogue : public RegisterEpilogueBase {
               get<1>(thread_coords(v + 1)) != n0 + 16 * j + 1 || (n0 & 15) != 2 * q) {
             __trap();
           }
-          pairs[j] = packed(gated(accumulators(v), accumulators(v + 4)),
-                            gated(accumulators(v + 1), accumulators(v + 5)));
+          pairs[j] = packed(gated(s * accumulators(v), s * accumulators(v + 4)),
+                            gated(s * accumulators(v + 1), s * accumulators(v + 5)));
         }
         // Round r: lane l sends its pair for chunk pair (l - r) % 4; lane q receives from lane
         // (q + r) % 4 its pair for chunk pair q.
@@ -115,6 +124,15 @@ class SwigluEpilogue : public RegisterEpilogueBase {
   }
 
  private:
+  // Row m's scale (1 without KF_ROW_SCALE: the multiplies fold away). A thread holds two rows
+  // of each tile, so the loads are few and each is one broadcast through L1.
+  CUTLASS_DEVICE float scale_of(int m) const {
+#if KF_ROW_SCALE
+    return __ldg(params.row_scale + m);
+#else
+    return 1.0f;
+#endif
+  }
   // silu(g) * u = g * u * sigmoid(g), and sigmoid(g) = (1 + tanh(g / 2)) / 2: with a = g / 2
   // and h = a * u that is h + h * tanh(a): one tanh.approx (a MUFU op) and three FP32 ops,
   // where exp and an IEEE divide took two MUFU ops and a Newton step. Per tile that math, not
@@ -138,7 +156,7 @@ using SwigluGemm = EpilogueGemm<SwigluEpilogue>;
 
 // What a call's params depend on (EpilogueGemm::run reuses them for the same key).
 struct SwigluKey {
-  const void *x, *w, *out;
+  const void *x, *w, *row_scale, *out;
   int m, n, k, device;
   int64_t ldx, ldw, ldo;
 };
@@ -149,7 +167,7 @@ static_assert(std::has_unique_object_representations_v<SwigluKey>, "keys compare
 extern "C" {
 
 // Bumped when the signatures below change; the candidate checks it after loading.
-int kf_abi_version() { return 1; }
+int kf_abi_version() { return 2; }
 
 const char* kf_last_error() { return kf::g_error; }
 
@@ -157,7 +175,7 @@ const char* kf_describe() {
   static char text[192];
   char build[160];
   kf::SwigluGemm::describe(build, sizeof(build));
-  std::snprintf(text, sizeof(text), "%s store=%d", build, KF_STORE);
+  std::snprintf(text, sizeof(text), "%s store=%d row_scale=%d", build, KF_STORE, KF_ROW_SCALE);
   return text;
 }
 
@@ -165,17 +183,19 @@ int64_t kf_workspace_size(int m, int n, int k) {
   return kf::SwigluGemm::workspace_size(m, 2 * n, k);
 }
 
-// out (M, N) = silu(x @ gate rows of w^T) * (x @ up rows of w^T) on `stream` (a cudaStream_t).
+// out (M, N) = silu(x @ gate rows of w^T) * (x @ up rows of w^T) on `stream` (a cudaStream_t),
+// each row's gate and up scaled by row_scale (float32, M; null without KF_ROW_SCALE) first.
 // 0, or an error code with kf_last_error() (kf::EpilogueGemm::run).
-int kf_swiglu(const void* x, const void* w, void* out, int m, int n, int k, int64_t ldx,
-              int64_t ldw, int64_t ldo, void* workspace, int64_t workspace_bytes,
-              void* stream) {
+int kf_swiglu(const void* x, const void* w, const void* row_scale, void* out, int m, int n,
+              int k, int64_t ldx, int64_t ldw, int64_t ldo, void* workspace,
+              int64_t workspace_bytes, void* stream) {
   int device = 0;
   cudaGetDevice(&device);
-  const kf::SwigluKey key{x, w, out, m, n, k, device, ldx, ldw, ldo};
+  const kf::SwigluKey key{x, w, row_scale, out, m, n, k, device, ldx, ldw, ldo};
   const auto arguments = [&] {
-    return kf::SwigluGemm::arguments(x, w, m, 2 * n, k, ldx, ldw,
-                                     {static_cast<Element*>(out), ldo});
+    return kf::SwigluGemm::arguments(
+        x, w, m, 2 * n, k, ldx, ldw,
+        {static_cast<Element*>(out), ldo, static_cast<const float*>(row_scale)});
   };
   return kf::SwigluGemm::run(key, arguments, workspace, workspace_bytes, stream);
 }

@@ -1,6 +1,6 @@
 """swiglu_gate_cutlass_sm90: the gate and up projections as one CUTLASS 3.x Hopper GEMM over the
-interleaved weight (layout "i8"), gated in a register epilogue; one shared library per
-configuration.
+interleaved weight (layouts "i8" and "i8+rowscale", an RMSNorm folded in: each row's scale
+applied before the gating), gated in a register epilogue; one shared library per configuration.
 
 The C++ (kernels/epilogue_gemm_sm90.cuh, then cutlass_sm90.cu beside this file, pasted into
 every candidate) runs the (M, 2N, K) GEMM with CUTLASS's warp-specialized TMA + wgmma mainloop
@@ -42,7 +42,7 @@ from kernels.epilogue_gemm import (
     candidate_template,
     cuda_source,
 )
-from kernels.ops.swiglu_gate.op import INTERLEAVED
+from kernels.ops.swiglu_gate.op import INTERLEAVED, ROW_SCALE, has_row_scale
 from kernels.problem import Problem
 
 SOURCE = Path(__file__).with_name("cutlass_sm90.cu")
@@ -54,17 +54,17 @@ STORE_CODES = {"pair": 0, "quad": 1}
 LIBRARY = CudaLibrary(
     "kf_swiglu_cutlass_sm90",
     CUDA_SOURCE,
-    (*tile_flags(), f"-DKF_STORE={STORE_CODES[STORE]}"),
+    (*tile_flags(), f"-DKF_STORE={STORE_CODES[STORE]}", f"-DKF_ROW_SCALE={int(ROW_SCALE)}"),
     headers=(CUTLASS,),
 )
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 # The C prototypes in CUDA_SOURCE, as the harness binds them ("tensor": the tensor's address).
 FUNCTIONS = {
     "kf_abi_version": CFunction("int"),
     "kf_swiglu": CFunction(
         "int",
-        ("tensor",) * 3  # x, w (interleaved), out
+        ("tensor",) * 4  # x, w (interleaved), the row scale (or none), out
         + ("int",) * 3  # m, n, k
         + ("int64_t",) * 3  # row strides of x, w, out
         + ("tensor", "int64_t", "void*"),  # workspace, its bytes, the CUDA stream
@@ -86,46 +86,51 @@ def fast_path_blocker(x, w, out):
     return None
 
 
-def _launch(x, w, out):
+def _launch(x, w, scale, out):
     m, n = out.shape
     k = x.shape[1]
     ws_bytes, ws = workspace(_LIB, m, n, k, out.device)
     code = _LIB.kf_swiglu(
-        x, w, out, m, n, k, x.stride(0), w.stride(0), out.stride(0),
+        x, w, scale, out, m, n, k, x.stride(0), w.stride(0), out.stride(0),
         ws, ws_bytes, torch.cuda.current_stream(out.device).cuda_stream,
     )
     if code:
         raise RuntimeError(f"kf_swiglu_cutlass_sm90: {_LIB.kf_last_error()} (code {code})")
 
 
-def _run_padded(x, w, out):
+def _run_padded(x, w, scale, out):
     """Correctness path for strides or a K that TMA cannot take: x and w zero-padded to whole
     16-byte rows, an aligned output, the same kernel."""
     m, n = out.shape
     kp = -(-x.shape[1] // ALIGN) * ALIGN
     out_p = torch.empty(m, n, dtype=out.dtype, device=out.device)
-    _launch(padded(x, m, kp), padded(w, w.shape[0], kp), out_p)
+    _launch(padded(x, m, kp), padded(w, w.shape[0], kp), scale, out_p)
     out.copy_(out_p)
 
 
-def run(x, w, *, out):
+def run(x, w, *scale, out):
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[DTYPE]
     if any(t.dtype != dtype for t in (x, w, out)):
         raise TypeError(f"this candidate is built for {DTYPE} tensors only")
+    if ROW_SCALE and (len(scale) != 1 or scale[0].dtype != torch.float32):
+        raise TypeError("layout i8+rowscale takes one float32 row scale after w")
+    if not ROW_SCALE and scale:
+        raise TypeError("layout i8 takes no row scale")
     if not out.is_cuda:
         raise RuntimeError("swiglu_gate_cutlass_sm90 runs on CUDA tensors only (an sm_90 GPU)")
+    s = scale[0].contiguous() if scale else None  # one float per row, read by the epilogue
     with torch.cuda.device(out.device):
         if fast_path_blocker(x, w, out) is None:
-            _launch(x, w, out)
+            _launch(x, w, s, out)
         else:
-            _run_padded(x, w, out)
+            _run_padded(x, w, s, out)
 '''
 
 
 class CutlassSm90SwigluGate(EpilogueGemmFamily):
     name = "swiglu_gate_cutlass_sm90"
     op = "swiglu_gate"
-    layouts = (INTERLEAVED,)
+    layouts = (INTERLEAVED, ROW_SCALE)
     description = (
         "one CUTLASS 3.x Hopper GEMM over the interleaved gate/up weight (TMA + wgmma, "
         "warp-specialized), silu(gate) * up in a register epilogue"
@@ -138,6 +143,9 @@ class CutlassSm90SwigluGate(EpilogueGemmFamily):
 
     def default(self, problem: Problem) -> dict[str, Any]:
         return {**DEFAULT_TILE, "STORE": "pair"}
+
+    def fixed(self, problem: Problem) -> dict[str, Any]:
+        return {**super().fixed(problem), "ROW_SCALE": has_row_scale(problem)}
 
     def starting_points(self, problem: Problem) -> list[dict[str, Any]]:
         """The probe's leaders (swiglu_cutlass_probe_h200_tanh.json): the cooperative 128x256

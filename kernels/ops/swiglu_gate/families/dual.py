@@ -2,7 +2,8 @@
 x @ w_gate^T and x @ w_up^T, fed by the same x tile each K step; the epilogue writes
 silu(gate) * up once, in the input dtype. Weights are read in nn.Linear's (N, K) layout (K
 contiguous) with no copy: two matrices, or layout i8's one interleaved matrix (output j's gate
-row at 16 (j // 8) + j % 8, its up row 8 further). Few rows (decode) make it a weight stream:
+row at 16 (j // 8) + j % 8, its up row 8 further), with layout i8+rowscale's float32 row scale
+applied to both accumulators before the gating. Few rows (decode) make it a weight stream:
 narrow tiles, deep K steps, enough programs to keep every SM's loads in flight.
 """
 
@@ -10,16 +11,16 @@ from __future__ import annotations
 
 from kernels.dual_gemm import DualGemmFamily
 from kernels.ops.matmul.families import snippets
-from kernels.ops.swiglu_gate.op import INTERLEAVED as INTERLEAVED_LAYOUT
+from kernels.ops.swiglu_gate.op import has_row_scale, is_interleaved
 from kernels.render import FAST_LAUNCH, render_module
 
 KERNEL = """
 @triton.jit
 def swiglu_gate_kernel(
-    x_ptr, wg_ptr, wu_ptr, out_ptr, M, N, K,
+    x_ptr, wg_ptr, wu_ptr, scale_ptr, out_ptr, M, N, K,
     stride_xm, stride_wn, stride_om,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
-    INTERLEAVED: tl.constexpr,
+    INTERLEAVED: tl.constexpr, ROW_SCALE: tl.constexpr,
 ):
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -46,6 +47,10 @@ def swiglu_gate_kernel(
         up = tl.dot(x, wu, up)
         x_ptrs += BLOCK_K
         w_off += BLOCK_K
+    if ROW_SCALE:  # an RMSNorm folded in: each row's scale, before the gating
+        scale = tl.load(scale_ptr + rows)[:, None]
+        gate = gate * scale
+        up = up * scale
     out = gate * tl.sigmoid(gate) * up
     out_ptrs = out_ptr + offs_m[:, None].to(tl.int64) * stride_om + offs_n[None, :]
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
@@ -73,6 +78,9 @@ $CONSTANTS
 
 def run(x, *weights, out):
     M, K = x.shape
+    scale = None
+    if ROW_SCALE:  # the interleaved weight, then the float32 (M,) row scale
+        weights, scale = weights[:1], weights[1].contiguous()
     if INTERLEAVED:  # one (2N, K) weight: up's rows start 8 rows after gate's
         (w,) = weights
         N, w_gate, w_up = w.shape[0] // 2, w, w[8:]
@@ -82,9 +90,10 @@ def run(x, *weights, out):
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
     launch(
         swiglu_gate_kernel, (tiles,),
-        x, w_gate, w_up, out, M, N, K, x.stride(0), w_gate.stride(0), out.stride(0),
+        x, w_gate, w_up, scale, out, M, N, K, x.stride(0), w_gate.stride(0), out.stride(0),
         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP=GROUP,
-        INTERLEAVED=INTERLEAVED, num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+        INTERLEAVED=INTERLEAVED, ROW_SCALE=ROW_SCALE, num_warps=NUM_WARPS,
+        num_stages=NUM_STAGES,
     )
 """
 )
@@ -101,6 +110,9 @@ class DualSwigluGate(DualGemmFamily):
             family=self.name,
             problem=problem,
             params={k: params[k] for k in self.space(problem).choices},
-            fixed={"INTERLEAVED": problem.layout == INTERLEAVED_LAYOUT},
+            fixed={
+                "INTERLEAVED": is_interleaved(problem),
+                "ROW_SCALE": has_row_scale(problem),
+            },
             summary=self.description,
         )
