@@ -163,8 +163,11 @@ def test_an_op_without_a_base_layout_takes_none_or_its_extras():
     assert row.layout == ""
     [row] = parse("op,shape,dtype,layout\nqkv_rotary,64x4x2x64x256,bf16,i8+bias+kv_heads=2\n")
     assert row.key == "qkv_rotary/64x4x2x64x256/bf16/i8+bias+kv_heads=2"
+    layout = "i8+bias+rowscale+kv_heads=2"  # an RMSNorm folded in
+    [row] = parse(f"op,shape,dtype,layout\nqkv_rotary,64x4x2x64x256,bf16,{layout}\n")
+    assert row.key == f"qkv_rotary/64x4x2x64x256/bf16/{layout}"
     help_rows = {h.name: h.layouts for h in op_help()}
-    assert help_rows["qkv_rotary"].startswith("none, +bias (i8[+bias]+kv_heads=<HKV>: ")
+    assert help_rows["qkv_rotary"].startswith("none, +bias (i8[+bias][+rowscale]+kv_heads=<HKV>: ")
     assert help_rows["softmax"] == "—"
     assert "(each also with +bias" in help_rows["matmul"]
     assert help_rows["matmul"].index("+bias+gelu_erf") < help_rows["matmul"].index("+res")
