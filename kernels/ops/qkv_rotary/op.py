@@ -285,13 +285,13 @@ class QkvRotaryOp(Op):
             "zero_one": (ints(x), ints(wq), ints(wk), ints(wv), cos, sin, *map(ints, biases)),
             "swap_halves": (x, wq, wk, wv, *swap, *biases),
         }
-        scales = {"zero_one": None, "swap_halves": None}
+        scales = {}
         if has_row_scale(problem):
             scales = {
                 "zero_one": row_scale.powers_of_two(problem.shape[0], gen, device),
                 "swap_halves": row_scale.rms_scale(x),
             }
-        return {name: self._as_layout(problem, case, scales[name]) for name, case in cases.items()}
+        return {name: self._as_layout(problem, c, scales.get(name)) for name, c in cases.items()}
 
     def reference(self, problem, *inputs):
         m, h, hkv, d, _ = problem.shape

@@ -93,7 +93,7 @@ class RotaryEpilogue : public RegisterEpilogueBase {
                       const uint32_t sn = n < params.rotated ? word(params.sin + at) : 0;
                       const bool bias = params.bias != nullptr;  // n even: one word a half
                       store_pair(m, n, j, a1, b1, a2, b2, cs, sn, bias ? word(params.bias + n) : 0,
-                                 bias ? word(params.bias + n + 8) : 0);
+                                 bias ? word(params.bias + n + 8) : 0, row_scale(m));
                     });
     }
   }
@@ -115,16 +115,22 @@ class RotaryEpilogue : public RegisterEpilogueBase {
 
   // One pair's outputs: the bias added, q's and k's heads (n < rotated) turned by (cos, sin),
   // each half's two outputs stored in one 4-byte word, in the head's natural order.
+  // Row m's folded-norm scale (1 without KF_ROW_SCALE: the multiplies fold away).
+  CUTLASS_DEVICE float row_scale(int m) const {
+#if KF_ROW_SCALE
+    return __ldg(params.row_scale + m);
+#else
+    return 1.0f;
+#endif
+  }
+
   CUTLASS_DEVICE void store_pair(int m, int n, int j, float a1, float b1, float a2, float b2,
                                  uint32_t cos_word, uint32_t sin_word, uint32_t bias_first,
-                                 uint32_t bias_second) const {
-#if KF_ROW_SCALE
-    const float s = __ldg(params.row_scale + m);  // a folded norm's scale, before the bias
-    a1 *= s;
-    b1 *= s;
-    a2 *= s;
-    b2 *= s;
-#endif
+                                 uint32_t bias_second, float scale) const {
+    a1 *= scale;  // a folded norm's row scale, before the bias
+    b1 *= scale;
+    a2 *= scale;
+    b2 *= scale;
     if (params.bias != nullptr) {
       const auto first = floats(bias_first), second = floats(bias_second);
       a1 += first[0];
@@ -248,6 +254,7 @@ class RotaryEpilogue : public RegisterEpilogueBase {
           cos_words[g] = load ? word(params.cos + at) : 0;
           sin_words[g] = load ? word(params.sin + at) : 0;
         }
+        const float scale = m < m_size ? row_scale(m) : 0.0f;  // once a row, with its tables
         CUTLASS_PRAGMA_UNROLL
         for (int i = b; i < b + kBlock; i += 8) {
           const auto first_at = coords(i + r);
@@ -265,7 +272,8 @@ class RotaryEpilogue : public RegisterEpilogueBase {
             store_pair(m, n, g * 8 + (n & 7), acc(i + r), acc(i + r + 1), acc(i + r + 4),
                        acc(i + r + 5), cos_words[g], sin_words[g],
                        kBiasAhead ? bias_words[2 * k] : load ? word(params.bias + n) : 0,
-                       kBiasAhead ? bias_words[2 * k + 1] : load ? word(params.bias + n + 8) : 0);
+                       kBiasAhead ? bias_words[2 * k + 1] : load ? word(params.bias + n + 8) : 0,
+                       scale);
           }
         }
       }
