@@ -168,8 +168,11 @@ def run_model_job(
     compile_threads: int = 1,
     max_autotune: bool = True,
     points: int = POINTS_PER_PROBLEM,
+    baseline_rewrites: bool = False,
 ) -> dict[str, Any]:
-    """checkpoint(partial_result) is called after each step (a long run keeps what it has)."""
+    """checkpoint(partial_result) is called after each step (a long run keeps what it has).
+    baseline_rewrites: verify_model's (sites where the op's PyTorch baseline does less than
+    the model's code take it, weighed like a kernel; a measurement, not what a job ships)."""
     started = time.monotonic()
     save = checkpoint or (lambda _partial: None)
     profile: ModelProfile = profile_model(
@@ -223,6 +226,7 @@ def run_model_job(
         device=device,
         compile_threads=compile_threads,
         max_autotune=max_autotune,
+        baseline_rewrites=baseline_rewrites,
     )
     out["end_to_end"] = e2e.to_dict()
     out["ok"] = e2e.ok
@@ -295,6 +299,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         ],
         "amdahl_predicted_from_kernels": result.get("predicted_from_kernels"),
         "hits": e2e.get("hits"),
+        "rewrites": e2e.get("rewrites"),
         "kernel_effects": [
             {k: a.get(k) for k in ("key", "effect", "effect_ci", "kept")}
             for a in e2e.get("ablation") or ()
@@ -353,6 +358,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="a recorded job's JSON: its kept kernels checked end to end again (no search)",
     )
+    parser.add_argument(
+        "--baseline-rewrites",
+        action="store_true",
+        help="also give sites where the op's PyTorch baseline does less than the model's code "
+        "(SDPA grouping repeated k/v heads) that baseline, weighed like a kernel",
+    )
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     with open(args.model) as f:
@@ -371,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
                 device=args.device,
                 compile_threads=args.compile_threads,
                 max_autotune=not args.no_max_autotune,
+                baseline_rewrites=args.baseline_rewrites,
             )
     else:
         result = run_model_job(
@@ -385,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
             compile_threads=args.compile_threads,
             max_autotune=not args.no_max_autotune,
             points=args.points,
+            baseline_rewrites=args.baseline_rewrites,
         )
     if args.record:
         text = json.dumps(record(result, args.record, argv), indent=1, default=str)

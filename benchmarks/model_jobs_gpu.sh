@@ -11,6 +11,9 @@
 # for at most KF_LIBRARY_MINUTES (default 8) on every core, as a GPU worker builds it when it
 # starts (harness/library.py), then copied into each chain's cache: the jobs run with a warm
 # library, as on a worker that has been up a while. OUT_DIR/library.json is the build report.
+# KF_MODEL_JOB_ARGS: more options for each benchmarks.model_job (e.g. --baseline-rewrites).
+# Wait for it with benchmarks/device_wait.sh, whose output stays short: the machine goes back
+# 30 s after a call returns, and a long output read before the next call can let it go.
 set -u
 out=$(realpath -m "$1") budget=$2
 shift 2
@@ -33,7 +36,7 @@ chain() {  # chain GPU: the models at GPU, GPU + gpus, ... one after another on 
         echo "model $name started on GPU $gpu $(date -u +%FT%TZ)" >>"$out/log.log"
         python3 -m benchmarks.model_job "examples/models/$name.py" --budget "$budget" \
             --compile-threads 8 --record "model_$name" --out "$out/model_$name.json" \
-            >"$out/$name.log" 2>&1
+            ${KF_MODEL_JOB_ARGS:-} >"$out/$name.log" 2>&1
         echo "model $name rc $? $(date -u +%FT%TZ)" >>"$out/log.log"
     done
 }

@@ -392,7 +392,7 @@ VARIANTS = {
 }
 
 
-def _wanted(job: dict) -> list[str]:
+def _wanted(job: dict, ours: bool) -> list[str]:
     device = job["device"]
     compile_ = bool(job.get("compile", device == "cuda"))
     names = []
@@ -403,7 +403,7 @@ def _wanted(job: dict) -> list[str]:
             continue
         if how.startswith("compile:max-autotune") and not job.get("max_autotune", True):
             continue
-        if side == "ours" and not job.get("substitutions"):
+        if side == "ours" and not ours:
             continue  # no kernel won: the model runs unchanged, nothing of ours to time
         names.append(name)
     return [n for n in names if n in job.get("variants", names)]
@@ -432,6 +432,10 @@ def verify(job: dict) -> dict:
             raise ModelStageError("load_kernel", f"{sub['key']}: {_tail(exc)}") from exc
     compile_options()
     _inductor_threads(job)
+    rewrites = {}
+    if job.get("baseline_rewrites"):
+        rewrites = {s.key: s for s in _rewritable(model, inputs) if s.key not in ops}
+        ops |= {key: kernel_ops.baseline_op(s.problem) for key, s in rewrites.items()}
     ablation: list[dict] = []
     if job.get("ablate", True) and len(ops) > 1:
         ops, ablation = _ablate(model, inputs, ops, job)
@@ -441,7 +445,7 @@ def verify(job: dict) -> dict:
     }
     built: dict[str, Any] = {}
     report: dict[str, dict] = {}
-    for name in _wanted(job):
+    for name in _wanted(job, bool(ops)):
         side, how, label = VARIANTS[name]
         entry = report[name] = {"side": side, "label": label, "ok": False}
         made = _build_or_report(how, model, inputs, built, backends, entry, device)
@@ -474,6 +478,12 @@ def verify(job: dict) -> dict:
         "hits": hits,
         "unused": unused,
         "ablation": ablation,
+        # The sites that took the op's PyTorch baseline in place of the model's code, no kernel
+        "rewrites": [
+            {"key": s.key, "where": list(s.where), "saves": s.baseline_saves}
+            for s in backends["ours"].replaced
+            if s.key in rewrites and s.key in ops
+        ],
     }
     first = next(iter(timing))
     if hits:
@@ -491,6 +501,17 @@ def verify(job: dict) -> dict:
 
 
 KERNEL_TABLE_ROWS = 40
+
+
+def _rewritable(model, inputs) -> list:
+    """The model's sites where the op's own PyTorch baseline does less than the model's code
+    (sites.Site.baseline_saves), from one capture of its graphs with nothing substituted."""
+    from harness.model.substitute import Substituting
+
+    probe = Substituting(model)
+    with torch.no_grad():
+        torch.compile(model, backend=probe, dynamic=False)(*inputs)
+    return [s for s in probe.sites if s.baseline_saves]
 
 
 def _kernel_table(built: dict, how: str, inputs, job: dict) -> list[dict]:

@@ -56,3 +56,20 @@ def kernel_op(problem: Problem, module: ModuleType) -> Callable:
 
     _registered[key] = op
     return op
+
+
+def baseline_op(problem: Problem) -> Callable:
+    """The op's own PyTorch baseline for `problem`, for a site where it does less than the
+    model's code (sites.Site.baseline_saves): a plain function, which Inductor traces into
+    the graph like the model's own PyTorch, not an opaque op. It counts its calls as a kernel's
+    op does (under Inductor, when its tracing calls it: not per run)."""
+    op = kernels.get_op(problem.op)
+    spec = op.output_spec(problem)
+    key = problem.key
+
+    def baseline(inputs: list[torch.Tensor]) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        hits[key] += 1
+        out = inputs[0].new_empty(tuple(spec.shape), dtype=spec.dtype)
+        return op.baseline_result(problem, *inputs, out=out)
+
+    return baseline

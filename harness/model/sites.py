@@ -39,7 +39,9 @@ every node's module call in `meta["nn_module_stack"]` (a module called twice get
                  and the repeats leave the graph with the call
     attention    scaled_dot_product_attention of every query against every key of its own
                  sequence, is_causal=True (a decoder's prefill) or no mask (an encoder's),
-                 grouped the same ways as decode_attention (layout [causal+]kv_heads=<n>)
+                 grouped the same ways as decode_attention (layout [causal+]kv_heads=<n>);
+                 where the model repeated k and v, the op's own baseline (SDPA grouping the
+                 heads) does less than the model's code: Site.baseline_saves
     module       one call of a module model_classify knows as an op (RMSNorm, rotary,
                  LayerNorm, Softmax): its nodes, one activation in, one tensor out
 
@@ -108,6 +110,10 @@ class Site:
     outputs: tuple = ()
     nodes: frozenset = frozenset()
     call: Callable | None = None  # (op, *input values) -> one value per output
+    # Where the op's own PyTorch baseline does less than the model's code (SDPA grouping the
+    # k/v heads that the model repeated for it): what it saves. Such a site can take that
+    # baseline in place of its nodes, with no kernel (ops.baseline_op).
+    baseline_saves: str = ""
 
     @property
     def key(self) -> str:
@@ -120,7 +126,7 @@ class Site:
             "problem": self.problem.to_dict(),
             "where": list(self.where),
             "covers": list(self.covers),
-        }
+        } | ({"baseline_saves": self.baseline_saves} if self.baseline_saves else {})
 
 
 @dataclass
@@ -957,7 +963,9 @@ def _attentions(g: _Graph) -> list[_Attention]:
     return found
 
 
-def _attention_site(kind: str, att: _Attention, problem: Problem | None) -> Site | None:
+def _attention_site(
+    kind: str, att: _Attention, problem: Problem | None, baseline_saves: str = ""
+) -> Site | None:
     if problem is None:
         return None
     return Site(
@@ -969,6 +977,7 @@ def _attention_site(kind: str, att: _Attention, problem: Problem | None) -> Site
         (att.node,),
         att.nodes,
         _call_attention,
+        baseline_saves,
     )
 
 
@@ -1018,7 +1027,15 @@ def _prefill_attention_sites(g: _Graph) -> list[Site]:
             _dtype_name(g.value(att.q)),
             layout_for(att.causal, h, att.kv_heads),
         )
-        if (site := _attention_site("attention", att, problem)) is not None:
+        # The op's baseline is SDPA grouping the heads itself (enable_gqa), which reads each
+        # key/value head once; the model's repeats copy k and v first.
+        saves = (
+            f"the copies of k and v repeated {h // att.kv_heads}x for SDPA (SDPA groups the "
+            "heads itself: enable_gqa=True)"
+            if att.k.repeats
+            else ""
+        )
+        if (site := _attention_site("attention", att, problem, saves)) is not None:
             sites.append(site)
     return sites
 

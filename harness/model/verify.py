@@ -58,6 +58,9 @@ class EndToEnd:
     # per kernel that ran: the model's time with every kernel and without this one (child.py)
     ablation: list[dict] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)  # kernels the model was slower with
+    # sites that took the op's PyTorch baseline in place of the model's code (no kernel):
+    # {key, where, saves}; only with baseline_rewrites, and never in a download package
+    rewrites: list[dict] = field(default_factory=list)
     regime: str = ""
     failure: ModelFailure | None = None
     message: str = ""
@@ -89,6 +92,7 @@ class EndToEnd:
             "replaced": self.replaced,
             "kernels": self.kernels,
             "ablation": self.ablation,
+            "rewrites": self.rewrites,
             "left_out": self.left_out,
             "regime": self.regime,
             "failure": self.failure.value if self.failure else None,
@@ -108,11 +112,16 @@ def verify_model(
     max_autotune: bool | None = None,
     compile_threads: int = 1,
     ablate: bool = True,
+    baseline_rewrites: bool = False,
 ) -> EndToEnd:
     """compile: time the torch.compile variants (default: on a GPU only; a CPU compile takes
     minutes). max_autotune adds the max-autotune-no-cudagraphs baseline (slow to compile;
     default: on a GPU). ablate: weigh each kernel's own effect and leave out one the model is
-    slower with (child._ablate); off only where a check is of the substitution alone."""
+    slower with (child._ablate); off only where a check is of the substitution alone.
+    baseline_rewrites: also give each site where the op's own PyTorch baseline does less than
+    the model's code (sites.Site.baseline_saves: SDPA grouping the k/v heads the model
+    repeated) that baseline, weighed like a kernel; for measurements only, while a download
+    package cannot make such a change to the user's code."""
     device = device or default_device()
     job = {
         "seed": seed,
@@ -126,6 +135,7 @@ def verify_model(
         "max_autotune": device == "cuda" if max_autotune is None else max_autotune,
         "compile_threads": compile_threads,
         "ablate": ablate,
+        "baseline_rewrites": baseline_rewrites,
     }
     outcome = run_model_phase("model_verify", source, job, device=device, limits=limits)
     if not outcome.ok:
@@ -138,7 +148,9 @@ def verify_model(
     ablation = r.get("ablation", [])
     left_out = [a["key"] for a in ablation if not a["kept"]]
     every_one_slower = bool(left_out) and not r["hits"]
-    unused = winners and not r["hits"] and not left_out  # no site matched a winner
+    # no site matched a winner (a rewrite's hits are not a winner's)
+    unused = winners and not {w.problem_key for w in winners} & set(r["hits"]) and not left_out
+    rewrites = r.get("rewrites", [])
     ok = r.get("best_ours") is not None or not winners or bool(unused) or every_one_slower
     e2e = EndToEnd(
         ok=ok,
@@ -157,9 +169,17 @@ def verify_model(
         kernels=r.get("kernels", {}),
         ablation=ablation,
         left_out=left_out,
+        rewrites=rewrites,
         regime=r["regime"],
     )
-    if not winners:
+    if not winners and rewrites and e2e.faster:
+        e2e.message = (
+            "No kernel beat PyTorch on this model's problems; the model is faster with "
+            "PyTorch's own way at "
+            + "; ".join(f"{w['key']}, which saves {w['saves']}" for w in rewrites)
+            + "."
+        )
+    elif not winners:
         e2e.message = (
             "No kernel beat PyTorch on this model's problems: the model runs unchanged and the "
             "package replaces no PyTorch op."

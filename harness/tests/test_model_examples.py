@@ -111,3 +111,20 @@ def test_the_architectures_we_did_not_write_profile_into_our_problems(name, expe
     assert profile.ok, profile.message
     planned = {g["label"] for g in profile.plan_groups() if g.get("problem")}
     assert expected <= planned, planned
+
+
+QWEN2 = (EXAMPLES / "qwen2_block.py").read_text()
+
+
+def test_a_baseline_rewrite_gives_qwen2s_attention_sdpas_grouping_with_no_kernel():
+    # Qwen2 repeats k and v for SDPA; with baseline_rewrites the check runs the model with the
+    # attention op's own baseline there (SDPA grouping the heads) and says so.
+    key = "attention/1x4x64x64/bf16/causal+kv_heads=2"
+    result = verify_model(QWEN2, [], device="cpu", max_samples=3, baseline_rewrites=True)
+    assert result.ok, result.message
+    assert [r["key"] for r in result.rewrites] == [key] and result.hits == {key: 1}
+    assert "repeated 2x" in result.rewrites[0]["saves"]
+    assert result.variants["ours"]["ok"] and result.best_ours == "ours"
+    # Without it (as a job runs), no winner: the model runs unchanged, nothing of ours timed.
+    plain = verify_model(QWEN2, [], device="cpu", max_samples=3)
+    assert plain.ok and plain.rewrites == [] and plain.best_ours is None

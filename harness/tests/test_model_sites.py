@@ -264,11 +264,41 @@ def test_a_prefills_attention_is_a_site_that_reads_the_grouped_heads_without_the
     backend, rel = _rewritten(model, inputs, [site])
     assert [s.kind for s in backend.replaced] == ["attention"]
     assert kernel_ops.hits[site.key] == 1 and rel < 2e-2
+    # The op's baseline (SDPA grouping the heads itself) does less than the model's code.
+    assert "repeated 2x" in site.baseline_saves and "enable_gqa" in site.baseline_saves
+    assert site.to_dict()["baseline_saves"] == site.baseline_saves
     # An encoder's attention (no mask): every key for every query; ViT's odd 65 tokens.
     model, inputs = _example("vit_block")
-    assert [s.key for s in _sites(model, inputs) if s.kind == "attention"] == [
-        "attention/2x3x65x64/bf16"
-    ]
+    [vit] = [s for s in _sites(model, inputs) if s.kind == "attention"]
+    assert vit.key == "attention/2x3x65x64/bf16"
+    assert vit.baseline_saves == "" and "baseline_saves" not in vit.to_dict()
+
+
+@pytest.mark.parametrize("inner", [None, "inductor"])
+def test_the_ops_pytorch_baseline_takes_the_place_of_the_repeats_and_the_sdpa_call(inner):
+    # No kernel: SDPA grouping the heads (enable_gqa) where Qwen2 repeats k and v for it.
+    # Its output is the model's, and no repeat is left in the graph that runs.
+    model, inputs = _example("qwen2_block")
+    [site] = [s for s in _sites(model, inputs) if s.kind == "attention"]
+    with torch.no_grad():
+        want = model(*inputs)
+    graphs = []
+
+    class Recording(Substituting):
+        def __call__(self, gm, example_inputs):
+            run = super().__call__(gm, example_inputs)
+            graphs.append(gm)
+            return run
+
+    kernel_ops.hits.clear()
+    backend = Recording(model, {site.key: kernel_ops.baseline_op(site.problem)}, inner=inner)
+    with torch.no_grad():
+        got = torch.compile(model, backend=backend, dynamic=False)(*inputs)
+    assert [s.key for s in backend.replaced] == [site.key]
+    # Eager: one call a forward; Inductor counts the calls its tracing made instead.
+    assert kernel_ops.hits[site.key] == 1 if inner is None else kernel_ops.hits[site.key] >= 1
+    assert float((got.float() - want.float()).norm() / want.float().norm()) < 1e-2
+    assert graphs and not [n for g in graphs for n in g.graph.nodes if _is_repeat(n)]
 
 
 def _is_repeat(node) -> bool:
