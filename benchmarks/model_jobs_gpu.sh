@@ -11,7 +11,7 @@
 # for at most KF_LIBRARY_MINUTES (default 8) on every core, as a GPU worker builds it when it
 # starts (harness/library.py), then copied into each chain's cache: the jobs run with a warm
 # library, as on a worker that has been up a while. OUT_DIR/library.json is the build report.
-# KF_MODEL_JOB_ARGS: more options for each benchmarks.model_job (e.g. --baseline-rewrites).
+# KF_MODEL_JOB_ARGS: more options for each benchmarks.model_job (e.g. --no-baseline-rewrites).
 # Wait for it with benchmarks/device_wait.sh, whose output stays short: the machine goes back
 # 30 s after a call returns, and a long output read before the next call can let it go.
 set -u

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.model.profile import profile_model
-from harness.model.verify import Winner, verify_model
+from harness.model.verify import EndToEnd, Winner, verify_model
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "models"
 LLAMA = (EXAMPLES / "llama_block.py").read_text()
@@ -116,15 +116,70 @@ def test_the_architectures_we_did_not_write_profile_into_our_problems(name, expe
 QWEN2 = (EXAMPLES / "qwen2_block.py").read_text()
 
 
+ATTENTION = "attention/1x4x64x64/bf16/causal+kv_heads=2"
+DOWN_PROJ = "matmul/64x256x1024/bf16/NT+res"
+ADDMM_KERNEL = """
+import torch
+
+def run(a, b, residual, out):  # NT+res: b is the Linear's (N, K) weight
+    out.copy_((a.float() @ b.float().t() + residual.float()).to(out.dtype))
+"""
+
+
 def test_a_baseline_rewrite_gives_qwen2s_attention_sdpas_grouping_with_no_kernel():
-    # Qwen2 repeats k and v for SDPA; with baseline_rewrites the check runs the model with the
+    # Qwen2 repeats k and v for SDPA; the check (as a job runs it) also runs the model with the
     # attention op's own baseline there (SDPA grouping the heads) and says so.
-    key = "attention/1x4x64x64/bf16/causal+kv_heads=2"
-    result = verify_model(QWEN2, [], device="cpu", max_samples=3, baseline_rewrites=True)
+    result = verify_model(QWEN2, [], device="cpu", max_samples=3)
     assert result.ok, result.message
-    assert [r["key"] for r in result.rewrites] == [key] and result.hits == {key: 1}
+    assert [r["key"] for r in result.rewrites] == [ATTENTION] and result.hits == {ATTENTION: 1}
+    assert result.rewrites[0]["where"] == ["self_attn"]
     assert "repeated 2x" in result.rewrites[0]["saves"]
     assert result.variants["ours"]["ok"] and result.best_ours == "ours"
-    # Without it (as a job runs), no winner: the model runs unchanged, nothing of ours timed.
-    plain = verify_model(QWEN2, [], device="cpu", max_samples=3)
+    # No kernel: there is no package to time, and nothing of ours ships whatever the change is.
+    assert result.package is None and not result.package_faster
+    # Without rewrites, no winner: the model runs unchanged, nothing of ours timed.
+    plain = verify_model(QWEN2, [], device="cpu", max_samples=3, baseline_rewrites=False)
     assert plain.ok and plain.rewrites == [] and plain.best_ours is None
+
+
+def test_with_a_rewrite_the_package_is_the_kernels_alone_timed_again():
+    # What ships must be faster without the change to the user's code: the kernels alone run
+    # again, in the best way with the kernels, checked and timed against the best baseline.
+    result = verify_model(
+        QWEN2,
+        [Winner(DOWN_PROJ, ADDMM_KERNEL)],
+        device="cpu",
+        max_samples=3,
+        ablate=False,  # a stand-in kernel, CPU times: this checks what runs, not its worth
+    )
+    assert result.ok, result.message
+    assert result.hits == {ATTENTION: 1, DOWN_PROJ: 1}
+    assert [r["key"] for r in result.rewrites] == [ATTENTION]
+    package = result.package
+    assert package is not None and package["way"] == result.best_ours and package["ok"]
+    assert package["hits"] == {DOWN_PROJ: 1}, "the package's run has the kernel, not the rewrite"
+    assert package["baseline_us"] == pytest.approx(result.baseline_us, rel=0.5)
+    assert package["speedup"] == pytest.approx(package["baseline_us"] / package["us"])
+    lo, hi = package["speedup_ci"]
+    assert lo <= package["speedup"] <= hi
+    # Its verdict is its own: the package ships only if the kernels alone are faster.
+    assert result.package_faster == (result.faster and lo > 1.0)
+    assert result.to_dict()["package_faster"] == result.package_faster
+
+
+@pytest.mark.parametrize(
+    ("rewrites", "package_ci", "ships"),
+    [
+        ([], None, True),  # no change to the user's code: the headline decides
+        ([{"key": ATTENTION}], [1.02, 1.04], True),
+        ([{"key": ATTENTION}], [0.99, 1.03], False),  # only the change to the code wins
+        ([{"key": ATTENTION}], None, False),  # no kernel to run alone
+    ],
+)
+def test_with_rewrites_only_the_kernels_alone_decide_what_ships(rewrites, package_ci, ships):
+    package = {"ok": True, "speedup_ci": package_ci} if package_ci else None
+    e2e = EndToEnd(ok=True, speedup_ci=(1.05, 1.07), rewrites=rewrites, package=package)
+    assert e2e.faster and e2e.package_faster == ships
+    failed = EndToEnd(ok=True, speedup_ci=(1.05, 1.07), rewrites=rewrites, package={
+        "ok": False, "speedup_ci": [1.02, 1.04]})  # fmt: skip
+    assert failed.package_faster == (not rewrites), "outputs that differ never ship"

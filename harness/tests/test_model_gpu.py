@@ -103,3 +103,39 @@ def test_the_check_leaves_out_a_kernel_the_compiled_model_is_slower_with():
     assert not effects["matmul/32x64x128/bf16/NT"]["kept"]
     assert result.left_out == ["matmul/32x64x128/bf16/NT"]
     assert result.hits == {"matmul/32x128x64/bf16/NT": 1}
+
+
+QWEN2_SMALL = (
+    (Path(__file__).parents[2] / "examples" / "models" / "qwen2_block.py")
+    .read_text()
+    .replace("return GPU if torch.cuda.is_available() else CPU", "return CPU")
+)
+ADDMM_KERNEL = """
+import torch
+
+def run(a, b, residual, out):
+    torch.addmm(residual, a, b.T, out=out)
+"""
+
+
+def test_with_the_gqa_rewrite_the_kernels_alone_are_timed_as_the_package_runs_them():
+    """Qwen2's small config on the GPU: its attention takes SDPA's own grouping (a rewrite),
+    and the down projection a stand-in kernel; the kernels alone run again in the best way
+    with the kernels, checked and timed against the best baseline."""
+    assert "return CPU" in QWEN2_SMALL
+    down, attention = "matmul/64x256x1024/bf16/NT+res", "attention/1x4x64x64/bf16/causal+kv_heads=2"
+    result = verify_model(
+        QWEN2_SMALL,
+        [Winner(down, ADDMM_KERNEL)],
+        device="cuda",
+        max_samples=20,
+        max_autotune=False,
+        ablate=False,
+    )
+    assert result.ok, result.message
+    assert [w["key"] for w in result.rewrites] == [attention]
+    package = result.package
+    assert package is not None and "error" not in package, package
+    assert package["ok"] and package["way"] == result.best_ours
+    assert package["hits"] == {down: 1}
+    assert package["us"] > 0 and package["speedup_ci"][0] <= package["speedup"]

@@ -40,6 +40,7 @@ from webapp.downloads.manifest import kernel_module, manifest
 from webapp.jobs.models import Job, Problem
 from webapp.jobs.selectors import (
     EndToEndView,
+    Rewrite,
     Winner,
     best_baseline,
     end_to_end_view,
@@ -264,12 +265,19 @@ def _end_to_end_lines(view: EndToEndView) -> list[str]:
     """A model's end-to-end table for the README: every baseline and every way with the
     kernels, compile times, and the speedup over the best baseline (a model's package exists
     only when the model with its kernels beat that baseline: selectors.package_winners)."""
+    change = " with the change to your code below" if view.rewrites else ""
     verdict = (
-        f"**{view.speedup:.3f}x faster than the best baseline** ({view.best_baseline.label}, "
-        f"{view.best_baseline.offline_us:.1f} us per forward) run as: {view.best_ours.label}, "
-        f"{view.best_ours.offline_us:.1f} us; 95 % interval {view.speedup_ci[0]:.3f}-"
-        f"{view.speedup_ci[1]:.3f}x."
+        f"**{view.speedup:.3f}x faster than the best baseline**{change} "
+        f"({view.best_baseline.label}, {view.best_baseline.offline_us:.1f} us per forward) run "
+        f"as: {view.best_ours.label}, {view.best_ours.offline_us:.1f} us; 95 % interval "
+        f"{view.speedup_ci[0]:.3f}-{view.speedup_ci[1]:.3f}x."
     )
+    if view.package:  # with rewrites: the package ships only if the kernels alone won
+        verdict += (
+            f" The package alone (the kernels, no change to your code): "
+            f"{view.package.speedup:.3f}x, 95 % interval {view.package.speedup_ci[0]:.3f}-"
+            f"{view.package.speedup_ci[1]:.3f}x."
+        )
     rows = [
         f"| {r.label} | {'with the kernels' if r.side == 'ours' else 'PyTorch only'} | "
         + (
@@ -291,6 +299,27 @@ def _end_to_end_lines(view: EndToEndView) -> list[str]:
         "| run as | kernels | us per forward | compile (s) | vs best baseline | outputs |",
         "|---|---|---|---|---|---|",
         *rows,
+        *_rewrite_lines(view.rewrites),
+    ]
+
+
+def _rewrite_lines(rewrites: list[Rewrite]) -> list[str]:
+    """The changes to the model's code that the ways with the kernels were timed with: the
+    package cannot make them, so the README says where and what each saves."""
+    if not rewrites:
+        return []
+    return [
+        "",
+        "## Change in your code",
+        "",
+        "PyTorch's own call does less here than the model's code. The package cannot change "
+        "your code: the ways with the kernels above ran with these changes made for them.",
+        "",
+        *(
+            f"- `{w.where}`: {w.saves}"
+            + (f"; its effect on the model {w.effect:.3f}x" if w.effect else "")
+            for w in rewrites
+        ),
     ]
 
 

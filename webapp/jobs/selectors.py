@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -148,7 +148,9 @@ def model_unbeaten(*, job_id: uuid.UUID | str) -> bool:
     verdict), or has not run yet. Its kernels exist to replace PyTorch ops inside that model,
     so none of them ships: never ship a loss."""
     e2e = _model_end_to_end(job_id)
-    return e2e is not None and not e2e.get("faster")
+    # A check with rewrites (changes to the model's code that the user makes) judged the
+    # kernels alone, as the package runs them; one recorded before those has only "faster".
+    return e2e is not None and not e2e.get("package_faster", e2e.get("faster"))
 
 
 def model_left_out(*, job_id: uuid.UUID | str) -> set[str]:
@@ -388,6 +390,31 @@ class KernelEffect:
     effect: float  # without / with: > 1, the model is faster with this kernel
     effect_ci: list[float]
     kept: bool
+    rewrite: bool = False  # a change to the model's code (Rewrite below), not a kernel
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """A site where the op's own PyTorch call does less than the model's code (SDPA grouping
+    the k/v heads that the model repeated for it): a change the user makes to their code,
+    which the package cannot make, with its measured effect on the model."""
+
+    key: str
+    where: str  # the module, as the model names it
+    saves: str
+    effect: float | None  # the ablation's: the model with it against without it
+    effect_ci: list[float] | None
+
+
+@dataclass(frozen=True)
+class PackageAlone:
+    """With rewrites: the model with the kernels alone, as the package runs it, against the
+    best baseline. Only this decides whether a kernel ships."""
+
+    speedup: float
+    speedup_ci: list[float]
+    us: float
+    faster: bool
 
 
 @dataclass(frozen=True)
@@ -407,6 +434,8 @@ class EndToEndView:
     chart: dict[str, Any]
     kernel_effects: list[KernelEffect]
     kernel_split: dict[str, Any] | None  # the kernel_split() chart's data
+    rewrites: list[Rewrite] = field(default_factory=list)
+    package: PackageAlone | None = None  # None: no rewrites (the package is best_ours)
     provenance: str = (
         "Measured inside the model's own process, with its own code (the harness cannot make "
         "that tamper-proof): each kernel in it was judged on its own, and team leaderboards "
@@ -471,6 +500,13 @@ def kernel_split(e2e: dict[str, Any], ways: dict[str, WayRow]) -> dict[str, Any]
     }
 
 
+def _package_alone(e2e: dict[str, Any]) -> PackageAlone | None:
+    p = e2e.get("package") or {}
+    if not (p.get("speedup") and p.get("speedup_ci") and p.get("us")):
+        return None  # no kernel to time alone
+    return PackageAlone(p["speedup"], p["speedup_ci"], p["us"], bool(e2e.get("package_faster")))
+
+
 def _short_kernel(name: str) -> str:
     """A kernel's name short enough for a legend (the hover shows all of it)."""
     name = name.removeprefix("void ")
@@ -510,6 +546,9 @@ def end_to_end_view(run: ModelRun) -> EndToEndView | None:
         )
     by_name = {r.name: r for r in rows}
     timed = [r for r in rows if r.offline_us]
+    rewrites = e2e.get("rewrites") or []
+    rewritten = {w["key"] for w in rewrites}
+    effects = {a["key"]: a for a in e2e.get("ablation") or ()}
     return EndToEndView(
         rows=rows,
         best_baseline=by_name.get(e2e.get("best_baseline")),
@@ -519,8 +558,21 @@ def end_to_end_view(run: ModelRun) -> EndToEndView | None:
         faster=bool(e2e.get("faster")),
         message=without_package(e2e.get("message", "")),
         device_name=e2e.get("device_name", ""),
-        kernel_effects=[KernelEffect(**a) for a in e2e.get("ablation") or ()],
+        kernel_effects=[
+            KernelEffect(**a, rewrite=a["key"] in rewritten) for a in e2e.get("ablation") or ()
+        ],
         kernel_split=kernel_split(e2e, by_name),
+        rewrites=[
+            Rewrite(
+                key=w["key"],
+                where=", ".join(w["where"]) or w["key"],
+                saves=w["saves"],
+                effect=effects.get(w["key"], {}).get("effect"),
+                effect_ci=effects.get(w["key"], {}).get("effect_ci"),
+            )
+            for w in rewrites
+        ],
+        package=_package_alone(e2e) if rewrites else None,
         chart={
             "labels": [r.label for r in timed],
             "us": [round(r.offline_us, 2) for r in timed],

@@ -139,3 +139,49 @@ def test_a_kernel_the_model_ran_slower_with_ships_neither_in_the_package_nor_alo
     )
     response = client.get(reverse("dashboard:problem_package", args=[job.id, seq]))
     assert response.status_code == 302
+
+
+def _qwen2_end_to_end(package_ci: list[float]) -> dict:
+    """Qwen2's recorded check (H200): three kernels and the GQA rewrite (SDPA grouping the
+    k/v heads the model repeated), with the kernels-alone run a check now adds."""
+    recorded = json.loads((RECORDED / "model_qwen2_block_h200_v6_rewrites.json").read_text())
+    e2e = recorded["result"]["end_to_end"]
+    assert [w["where"] for w in e2e["rewrites"]] == [["self_attn"]] and e2e["faster"]
+    package = {"way": e2e["best_ours"], "ok": True, "us": 1330.4, "baseline_us": 1401.6,
+               "speedup": 1401.6 / 1330.4, "speedup_ci": package_ci, "hits": {}}  # fmt: skip
+    return e2e | {"package": package, "package_faster": package_ci[0] > 1.0}
+
+
+def test_a_change_to_the_users_code_is_shown_beside_what_the_package_alone_gives(
+    alice, team, client
+):
+    e2e = _qwen2_end_to_end([1.050, 1.057])
+    job = _model_job(alice, team, e2e)
+    assert package_winners(job_id=job.id), "the kernels alone beat the best baseline"
+    _table, readme = _package(job)
+    assert f"{e2e['speedup']:.3f}x faster than the best baseline** with the change" in readme
+    assert "The package alone (the kernels, no change to your code): 1.054x" in readme
+    assert "## Change in your code" in readme
+    assert "- `self_attn`: the copies of k and v repeated 7x for SDPA" in readme
+    assert "its effect on the model 1.008x" in readme
+
+    client.force_login(alice)
+    page = client.get(reverse("jobs:detail", args=[job.id])).content.decode()
+    assert 'id="rewrites"' in page and "<code>self_attn</code>" in page
+    assert "with the change to your code below" in page
+    assert "The package alone</strong>" in page and "1.054x" in page
+    assert "a change to your code (below)" in page, "its row among the kernels' effects"
+    assert "Download winners" in page
+
+
+def test_a_model_faster_only_with_the_change_to_its_code_ships_no_kernel(alice, team, client):
+    e2e = _qwen2_end_to_end([0.995, 1.012])  # the kernels alone: within noise of the baseline
+    job = _model_job(alice, team, e2e)
+    assert job_winners(job_id=job.id) and package_winners(job_id=job.id) == []
+    with pytest.raises(ValueError):
+        _package(job)
+
+    client.force_login(alice)
+    page = client.get(reverse("jobs:detail", args=[job.id])).content.decode()
+    assert "not verified faster than the best baseline, so the package replaces no" in page
+    assert 'id="rewrites"' in page and "Download winners" not in page
