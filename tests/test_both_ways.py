@@ -8,6 +8,7 @@ import pytest
 
 from benchmarks.both_ways import (
     AgentRun,
+    BruteForce,
     Lane,
     ShapeResult,
     agent_side,
@@ -176,7 +177,7 @@ def test_the_summary_gives_what_the_acceptance_reads(tmp_path):
     from benchmarks.both_ways import _write, exports
 
     a = [AgentRun(x, None, {}, "", 200.0, compile_wait_s=10.0) for x in (1.21, 1.0, 1.05)]
-    assert exports(a) == {
+    assert exports([side.exported for side in a]) == {
         "shapes": 3,
         "exported_geomean": pytest.approx((1.21 * 1.05) ** (1 / 3)),
         "at_least_1_05": 2,
@@ -203,3 +204,33 @@ def test_a_run_whose_environment_lacks_a_steps_module_stops_before_it_builds_any
     assert both_ways.main(["--names", "moe_dsv3_up_m256", "--out", str(tmp_path / "out")]) == 2
     assert "No module named 'kf_no_such_module'" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def _recorded(date: str, device: str, rows: list[ShapeResult]) -> dict:
+    return {"date": date, "versions": {"device": device}, "results": [r.to_dict() for r in rows]}
+
+
+def test_the_standing_takes_each_shapes_latest_run_and_names_those_not_measured():
+    from benchmarks.both_ways_standing import standing
+
+    def row(name: str, agent: float, brute: float) -> ShapeResult:
+        return ShapeResult(
+            name, "1x1x1", AgentRun(agent, None, {}, "", 200.0, fully_verified=2),
+            BruteForce(brute, None, {}, "", 90.0),
+        )  # fmt: skip
+
+    first, second = "matmul/odd_clip_mlp", "matmul/moe_mixtral_w2_m64"
+    records = [  # out of date order: a rerun replaces the earlier run whatever the file order
+        _recorded("2026-11-29 07:00 UTC", "H", [row(first, 1.10, 1.00)]),
+        _recorded("2026-11-29 06:00 UTC", "H", [row(first, 0.90, 1.00), row(second, 1.0, 1.2)]),
+    ]
+    result = standing(records)
+    assert result["measured"] == [second, first]  # in the set's order
+    latest = {r["name"]: r for r in result["rows"]}
+    assert latest[first]["agent"]["exported"] == 1.10 and latest[first]["runs"] == 2
+    assert len(result["not_measured"]) == 23 and first not in result["not_measured"]
+    s = result["summary"]
+    assert s["agent_reaches_brute_force"] == 1 and s["compared"] == 2  # 1.0 misses 1.2
+    assert s["agent"]["at_least_1_05"] == 1 and s["agent_full_verifications"] == [2, 2]
+    with pytest.raises(ValueError, match="more than one device"):
+        standing([*records, _recorded("2026-11-30 00:00 UTC", "other", [])])

@@ -193,10 +193,10 @@ def verify_model(
     )
     if not winners and rewrites and e2e.faster:
         e2e.message = (
-            "No kernel beat PyTorch on this model's problems, so the package replaces no "
-            "PyTorch op; the model is faster with a change to its code at "
+            "No kernel beat PyTorch on this model's problems; the model is faster with a "
+            "change to its code at "
             + _rewrite_sites(rewrites)
-            + "."
+            + ", and the package replaces no PyTorch op."
         )
     elif not winners:
         e2e.message = (
@@ -228,14 +228,15 @@ def verify_model(
             "package replaces no PyTorch op."
         )
     elif rewrites and not e2e.package_faster:
-        alone = (e2e.package or {}).get("speedup")
+        alone = e2e.package or {}
         e2e.message = (
             f"Faster ({e2e.speedup:.3f}x) only with the change to the model's code at "
             + _rewrite_sites(rewrites)
-            + ": the kernels alone, as the package runs them, were not verified faster than "
-            "the best baseline"
-            + (f" ({alone:.3f}x)" if alone else "")
-            + ", so the package replaces no PyTorch op."
+            + ": the kernels alone, as the package would run them, were not verified faster "
+            "than the best baseline"
+            + (f" ({alone['speedup']:.3f}x)" if alone.get("speedup") else "")
+            + (f" (their run failed: {alone['error'][-300:]})" if alone.get("error") else "")
+            + ", and the package replaces no PyTorch op."
         )
     return e2e
 

@@ -183,5 +183,5 @@ def test_a_model_faster_only_with_the_change_to_its_code_ships_no_kernel(alice, 
 
     client.force_login(alice)
     page = client.get(reverse("jobs:detail", args=[job.id])).content.decode()
-    assert "not verified faster than the best baseline, so the package replaces no" in page
+    assert "not verified faster than the best baseline, so there is no package to" in page
     assert 'id="rewrites"' in page and "Download winners" not in page
