@@ -224,12 +224,18 @@ def make_plan(
 
 
 def _no_gain(group: Mapping) -> str:
+    why = "the plan expects it to save no time"
     if "measured_best" in group:
-        return (
+        why = (
             f"our kernels measured {group['measured_best']:.2f}x its baseline on this device at "
-            f"best ({group['measured_results']}): the plan expects it to save no time"
+            f"best ({group['measured_results']}): {why}"
         )
-    return "the plan expects it to save no time"
+    if "baseline_saves" in group:  # a rewrite costs no search: the check times it anyway
+        why += (
+            "; the end-to-end check still tries PyTorch's own call there, with no budget "
+            f"(it saves {group['baseline_saves']})"
+        )
+    return why
 
 
 def _split(budget_s: float, gains: dict[int, float], needs: dict[int, float]) -> dict[int, float]:

@@ -222,6 +222,14 @@ def test_a_problem_our_kernels_measured_no_win_on_is_not_funded_and_says_where()
     [left] = [i for i in plan.items if i.key == "attention/a"]
     assert left.expected_gain == 0.0
     assert "0.89x" in left.left_out and "benchmarks/results/x.json" in left.left_out
+    # Where the model repeated k/v for it, the check tries SDPA's own grouping anyway.
+    qwen2 = attention | {"baseline_saves": "the copies of k and v repeated 7x for SDPA"}
+    items = make_plan([qwen2, fusion], budget_s=400, least=198).items
+    [left] = [i for i in items if i.key == "attention/a"]
+    assert "0.89x" in left.left_out and left.left_out.endswith(
+        "PyTorch's own call there, with no budget (it saves the copies of k and v repeated 7x "
+        "for SDPA)"
+    ), left.left_out
     # A measured win caps what the roof allows (2x here), fused passes included.
     won = attention | {"measured_best": 1.3, "unfused_us": 50.0}
     assert expected_gain(won) == pytest.approx(gain(0.2, 1.3))

@@ -405,8 +405,12 @@ def plan_groups(
             )
     total = sum(g["time_us"] for g in out) or 1.0
     site_keys = {site["key"] for site in sites}
+    # What the end-to-end check tries there without a kernel (sites.Site.baseline_saves)
+    saves = {site["key"]: site["baseline_saves"] for site in sites if site.get("baseline_saves")}
     for g in out:
         g["share"] = g["time_us"] / total
+        if g["label"] in saves:
+            g["baseline_saves"] = saves[g["label"]]
         if device is not None and device.peak_gbps and g["label"] in site_keys:
             g.update(_roof(Problem.from_dict(g["problem"]), g["calls"], device))
         if device is not None and g["label"] in site_keys:

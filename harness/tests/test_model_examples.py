@@ -142,6 +142,14 @@ def test_a_baseline_rewrite_gives_qwen2s_attention_sdpas_grouping_with_no_kernel
     assert plain.ok and plain.rewrites == [] and plain.best_ours is None
 
 
+def test_the_plan_knows_where_the_check_tries_pytorchs_own_call():
+    profile = profile_model(QWEN2, device="cpu", steps=1, warmup=1)
+    assert profile.ok, profile.message
+    groups = {g["label"]: g for g in profile.plan_groups()}
+    assert "repeated 2x" in groups[ATTENTION]["baseline_saves"]
+    assert "baseline_saves" not in groups[DOWN_PROJ]
+
+
 def test_with_a_rewrite_the_package_is_the_kernels_alone_timed_again():
     # What ships must be faster without the change to the user's code: the kernels alone run
     # again, in the best way with the kernels, checked and timed against the best baseline.
