@@ -37,8 +37,10 @@ def standing(records: list[dict[str, Any]], set_name: str = "unseen") -> dict[st
             runs[row["name"]] = runs.get(row["name"], 0) + 1
     names = [e.name for e in problem_set(set_name)]
     rows = [latest[n] | {"runs": runs[n]} for n in names if n in latest]
+    versions = {json.dumps(r["versions"], sort_keys=True) for r in records}
     return {
         "device": devices.pop() if devices else None,
+        "versions": [json.loads(v) for v in sorted(versions)],  # each run's machine, as recorded
         "set": set_name,
         "measured": [r["name"] for r in rows],
         "not_measured": [n for n in names if n not in latest],

@@ -226,6 +226,7 @@ def test_the_standing_takes_each_shapes_latest_run_and_names_those_not_measured(
     ]
     result = standing(records)
     assert result["measured"] == [second, first]  # in the set's order
+    assert result["versions"] == [{"device": "H"}]
     latest = {r["name"]: r for r in result["rows"]}
     assert latest[first]["agent"]["exported"] == 1.10 and latest[first]["runs"] == 2
     assert len(result["not_measured"]) == 23 and first not in result["not_measured"]
