@@ -4,7 +4,9 @@ against what brute force over the machine's warm kernel library finds.
     python -m benchmarks.both_ways --set unseen --names moe_dsv3_up,pre_dsv3_kva \\
         --budget 4m [--build-minutes 14] [--gpus 0,1,2,3] --out DIR
 
-1. The library: `python -m harness.library build` for the shapes' classes, up to
+1. The library: with --library-archive, a library packed on another machine of the same nvcc
+   (`python -m harness.library pack`, e.g. built on a CPU box: harness/library_archive.py) is
+   taken first; then `python -m harness.library build` for the shapes' classes, up to
    --build-minutes (0: use what is built), its report kept (builds, CPU seconds, disk,
    failures).
 2. Each shape: `python -m agents optimize` at --budget, as a cold job with a warm library: a
@@ -278,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--names", default="", help="comma-separated substrings of shape names")
     parser.add_argument("--budget", default="4m", help="the agent's budget per shape")
     parser.add_argument("--build-minutes", type=float, default=0.0)
+    parser.add_argument("--library-archive", help="a packed library to take before the build")
     parser.add_argument(
         "--gpus",
         default=os.environ.get("CUDA_VISIBLE_DEVICES") or "0",
@@ -309,6 +312,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     machine = warm_machine(lanes[0].gpu)
     record["machine_warm_up_s"] = round(time.monotonic() - started, 1)
+    if args.library_archive:
+        from harness.library_archive import unpack
+
+        record["library_archive"] = unpack(Path(args.library_archive)).to_dict()
     if args.build_minutes > 0:
         record["library_build"] = build_library(classes_of(entries), args.build_minutes, out)
     results = {e.name: ShapeResult(e.name, _shape(e), None, None) for e in entries}

@@ -15,8 +15,13 @@ entry keeps the sha256 of the render it compiled, so a changed family template r
 built rather than as a stale build. It is written after every build: a build cut short keeps
 what it made, and the next one goes on from there.
 
+A machine with nvcc and no GPU builds the CUDA C++ families too (nvcc only, nothing runs), and
+`pack` / `unpack` carry what it built to GPU machines of the same nvcc
+(harness/library_archive.py).
+
     python -m harness.library build [--classes matmul/bf16/NN,...] [--workers N] [--minutes M]
     python -m harness.library status
+    python -m harness.library pack OUT.tar.xz | unpack ARCHIVE
 """
 
 from __future__ import annotations
@@ -199,9 +204,24 @@ def _record(path: Path, key: str, entry: Entry) -> None:
     with _locked(path):
         entries = load(path)
         entries[key] = entry
-        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps([{"key": k, **asdict(e)} for k, e in entries.items()], indent=0))
-        os.replace(tmp, path)
+        _write(path, entries)
+
+
+def adopt(entries: dict[str, Entry], path: Path | None = None) -> int:
+    """Takes another machine's builds of this nvcc version (harness/library_archive.py) into
+    this machine's manifest, keeping what this one built itself; returns how many it took."""
+    path = path or manifest_path()
+    with _locked(path):
+        mine = load(path)
+        taken = {k: e for k, e in entries.items() if e.ok and not (k in mine and mine[k].ok)}
+        _write(path, {**mine, **taken})
+    return len(taken)
+
+
+def _write(path: Path, entries: dict[str, Entry]) -> None:
+    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(json.dumps([{"key": k, **asdict(e)} for k, e in entries.items()], indent=0))
+    os.replace(tmp, path)
 
 
 def is_built(entries: dict[str, Entry], item: Planned) -> bool:
@@ -247,7 +267,9 @@ def _precompile(item: Planned) -> Built:
     candidate = Candidate.of_render(
         source, Backend.of_family(item.family.backend), item.family.name, item.point
     )
-    result = precompile(candidate, item.problem, config=EvalConfig(quick=True))
+    result = precompile(
+        candidate, item.problem, config=EvalConfig(quick=True), build_without_gpu=True
+    )
     return Built(result.ok, result.compile_s or result.seconds, result.error, result.failure)
 
 
@@ -434,7 +456,24 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--retry-failed", action="store_true")
     b.add_argument("--out", help="write the build report (JSON) here")
     sub.add_parser("status", help="what the manifest holds")
+    p = sub.add_parser("pack", help="this machine's library as one archive (.tar.xz)")
+    p.add_argument("archive")
+    u = sub.add_parser("unpack", help="take a packed library into this machine's")
+    u.add_argument("archive")
     args = parser.parse_args(argv)
+    if args.command in ("pack", "unpack"):
+        from harness import library_archive
+
+        if args.command == "pack":
+            done: Any = library_archive.pack(Path(args.archive))
+        else:
+            try:
+                done = library_archive.unpack(Path(args.archive))
+            except (OSError, ValueError) as exc:
+                print(f"unpack: {exc}", file=sys.stderr)
+                return 2
+        print(json.dumps(done.to_dict(), indent=1))
+        return 0
     if args.command == "status":
         entries = load()
         by_class: dict[str, list[int]] = {}

@@ -46,9 +46,17 @@ class PrecompileResult:
 
 
 def precompile(
-    candidate: Candidate, problem: Problem, *, config: EvalConfig | None = None
+    candidate: Candidate,
+    problem: Problem,
+    *,
+    config: EvalConfig | None = None,
+    build_without_gpu: bool = False,
 ) -> PrecompileResult:
-    """Compile (a render) or record (anything else) the candidate in a sandbox, timing nothing."""
+    """Compile (a render) or record (anything else) the candidate in a sandbox, timing nothing.
+
+    `build_without_gpu`: a render of a CUDA C++ family is built even where no GPU is visible
+    (the kernel library built on a CPU machine with the GPU workers' nvcc, harness/library.py):
+    its import runs nvcc, and nothing is called."""
     from harness import device as device_mod
     from harness.judge import artifacts, trust
     from harness.judge.evaluation import record_problems, run_problem
@@ -57,7 +65,7 @@ def precompile(
     config = config or EvalConfig(quick=True)
     started = time.monotonic()
     gpu = config.device != "cpu" and device_mod.gpu_visible()
-    if not gpu and candidate.backend is Backend.CUDA:
+    if not gpu and candidate.backend is Backend.CUDA and not build_without_gpu:
         return PrecompileResult(
             False, 0.0, "CUDA C++ candidates need a GPU; none is visible", failure="compile"
         )

@@ -118,8 +118,9 @@ def compile_batch(job: dict) -> dict:
         }
         try:
             module, backend = _load(point, job)
-            # CUDA C++ builds at import; a call would run it on the GPU another one is timed on.
-            if not (device == "cuda" and backend is Backend.CUDA):
+            # CUDA C++ builds at import; a call would run it on the GPU another one is timed on
+            # (and without a GPU, a library build's, it cannot run at all).
+            if backend is not Backend.CUDA:
                 call_at_shapes(module, op, shapes, device)
         except BaseException as exc:  # noqa: BLE001  (report it; the next point goes on)
             result.update(

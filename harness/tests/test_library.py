@@ -77,15 +77,6 @@ def test_a_build_cut_short_keeps_what_it_made(tmp_path):
     assert len(library.load(manifest)) == 2
 
 
-@pytest.mark.skipif(device.gpu_visible(), reason="a GPU machine builds them (test_library_gpu.py)")
-def test_without_a_gpu_a_cuda_build_is_recorded_as_failed_with_the_reason(tmp_path):
-    manifest = tmp_path / "manifest.json"
-    report = library.build(BF16_NN, workers=2, deadline_s=0.5, manifest=manifest)
-    assert report.built == 0 and report.failed >= 2
-    assert report.failed + report.left == report.planned
-    assert all("need a GPU" in why for why in report.failures.values())
-
-
 def test_a_search_gets_the_built_points_of_its_class_and_nothing_stale(tmp_path):
     manifest = tmp_path / "manifest.json"
     items = library.planned(BF16_NN)
