@@ -4,6 +4,9 @@
 # The call carries what the GPU image lacks (benchmarks/device_env.sh says what). Start it with
 # setsid so it outlives the device call that starts it; OUT_DIR/log.log shows progress (each
 # run's own log is beside it) and OUT_DIR/both_ways.json is the result, written after every run.
+# A library built on a CPU box with the image's nvcc (`python -m harness.library build`, then
+# `pack .kf-library/bf16_nn.tar.xz`) goes in the call's carry and in
+# `--library-archive .kf-library/bf16_nn.tar.xz --build-minutes 0`: no device time for nvcc.
 set -u
 out=$1
 shift

@@ -463,15 +463,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command in ("pack", "unpack"):
         from harness import library_archive
+        from harness.cuda_ext import CudaBuildError
 
-        if args.command == "pack":
-            done: Any = library_archive.pack(Path(args.archive))
-        else:
-            try:
+        try:
+            if args.command == "pack":
+                done: Any = library_archive.pack(Path(args.archive))
+            else:
                 done = library_archive.unpack(Path(args.archive))
-            except (OSError, ValueError) as exc:
-                print(f"unpack: {exc}", file=sys.stderr)
-                return 2
+        except (OSError, ValueError, CudaBuildError) as exc:  # no nvcc, a bad path or archive
+            print(f"{args.command}: {exc}", file=sys.stderr)
+            return 2
         print(json.dumps(done.to_dict(), indent=1))
         return 0
     if args.command == "status":

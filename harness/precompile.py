@@ -45,6 +45,9 @@ class PrecompileResult:
         return dataclasses.asdict(self)
 
 
+_NO_GPU = "CUDA C++ candidates need a GPU; none is visible"
+
+
 def precompile(
     candidate: Candidate,
     problem: Problem,
@@ -65,10 +68,9 @@ def precompile(
     config = config or EvalConfig(quick=True)
     started = time.monotonic()
     gpu = config.device != "cpu" and device_mod.gpu_visible()
-    if not gpu and candidate.backend is Backend.CUDA and not build_without_gpu:
-        return PrecompileResult(
-            False, 0.0, "CUDA C++ candidates need a GPU; none is visible", failure="compile"
-        )
+    cuda_without_gpu = not gpu and candidate.backend is Backend.CUDA
+    if cuda_without_gpu and not build_without_gpu:
+        return PrecompileResult(False, 0.0, _NO_GPU, failure="compile")
     op = resolve_op(problem.op, config.op_ref)
     runs = run_problem(problem, gpu)
     shapes = [p.to_dict() for p in record_problems(op, runs, config, gpu)]
@@ -79,6 +81,8 @@ def precompile(
     point = trust.trusted_point(candidate, problem, config.op_ref)
     if point is not None:
         result = _compile_render(candidate, problem, point, config, gpu, key, shapes)
+    elif cuda_without_gpu:  # only our own render is built where nothing can record it
+        return PrecompileResult(False, 0.0, _NO_GPU, failure="compile")
     else:
         result = _record(candidate, shapes, config, gpu, key)
     result = dataclasses.replace(result, seconds=time.monotonic() - started)

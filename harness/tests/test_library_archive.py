@@ -132,3 +132,16 @@ def test_a_file_that_is_not_a_library_archive_says_so(tmp_path, monkeypatch, nvc
     junk.write_text("not a tarball")
     assert library.main(["unpack", str(junk)]) == 2
     assert "unpack:" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(device.gpu_visible(), reason="on a GPU a candidate is recorded")
+def test_without_a_gpu_only_our_own_renders_are_built_never_a_candidates_code():
+    from harness.precompile import precompile
+    from harness.results import Backend, Candidate
+
+    foreign = Candidate(
+        "import torch\n\ndef run(a, b, *, out):\n    out.copy_(a @ b)\n", Backend.CUDA
+    )
+    problem = parse_problem("matmul", "256x256x256", "bf16", "NN")
+    result = precompile(foreign, problem, build_without_gpu=True)
+    assert not result.ok and "need a GPU" in result.error
