@@ -205,6 +205,9 @@ def _account(
     """What a child's run tells the evaluation; a child that did not finish ends it."""
     # Where an evaluation's time goes (start-up vs work), per phase, from the parent's clock.
     ev.checks.setdefault("phase_wall_s", {})[phase] = round(res.wall_s, 3)
+    # Whether a warm spare served it (its imports made ahead): the judge's compile baseline
+    # spent 3.5-5.8 s importing in every H200 verification (both_ways_h200_4shapes_d.json).
+    ev.checks.setdefault("phase_spare", {})[phase] = res.spare
     if not trusted:
         ev.stdout_tail = redact.output(res.output, workdir)
         ev.isolation = res.isolation.to_dict()

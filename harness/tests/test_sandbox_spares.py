@@ -84,6 +84,7 @@ def test_a_claimed_spare_still_cannot_write_outside_its_workdir():
     assert not any(m.exists() for m in markers)  # /tmp's is its own tmpfs: not the host's
     assert ev.isolation["filesystem"].startswith("landlock")
     assert set(ev.checks["phase_wall_s"]) == {"candidate_record"}
+    assert ev.checks["phase_spare"] == {"candidate_record": True}
 
 
 def test_a_spare_holds_no_secrets_before_or_after_its_claim(secret_env):
