@@ -185,10 +185,18 @@ def manifest_path() -> Path:
 def load(path: Path | None = None) -> dict[str, Entry]:
     path = path or manifest_path()
     try:
-        data = json.loads(path.read_text())
+        return from_json(path.read_text())
     except (OSError, ValueError):
         return {}
-    return {e["key"]: Entry(**{k: v for k, v in e.items() if k != "key"}) for e in data}
+
+
+def from_json(text: str | bytes) -> dict[str, Entry]:
+    """A manifest's entries from its JSON (a list of entries, each with its key)."""
+    return {e["key"]: Entry(**{k: v for k, v in e.items() if k != "key"}) for e in json.loads(text)}
+
+
+def to_json(entries: dict[str, Entry]) -> str:
+    return json.dumps([{"key": k, **asdict(e)} for k, e in entries.items()], indent=0)
 
 
 @contextmanager
@@ -220,7 +228,7 @@ def adopt(entries: dict[str, Entry], path: Path | None = None) -> int:
 
 def _write(path: Path, entries: dict[str, Entry]) -> None:
     tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps([{"key": k, **asdict(e)} for k, e in entries.items()], indent=0))
+    tmp.write_text(to_json(entries))
     os.replace(tmp, path)
 
 

@@ -54,7 +54,7 @@ class Unpacked:
     bytes: int  # the archive's size
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "archive": self.archive.to_dict()}
+        return asdict(self)
 
 
 def pack(out: Path) -> ArchiveInfo:
@@ -82,8 +82,7 @@ def pack(out: Path) -> ArchiveInfo:
     partial = out.with_name(f".{out.name}.{os.getpid()}")
     with tarfile.open(partial, "w:xz") as tar:
         _add_bytes(tar, INFO, json.dumps(info.to_dict(), indent=1).encode())
-        listed = [{"key": k, **asdict(e)} for k, e in entries.items()]
-        _add_bytes(tar, f"library/{manifest.name}", json.dumps(listed, indent=0).encode())
+        _add_bytes(tar, f"library/{manifest.name}", library.to_json(entries).encode())
         for f in files:
             tar.add(f, arcname=f"cuda-ext/{f.relative_to(cache).as_posix()}", recursive=False)
     os.replace(partial, out)
@@ -118,10 +117,7 @@ def _take(tar: tarfile.TarFile) -> tuple[ArchiveInfo, dict, int]:
             f"{os.fsdecode(tar.name or '')}: built with nvcc {info.nvcc}, this machine has {here}: "
             "none of its builds would be found here"
         )
-    listed = json.loads(_read(tar, f"library/{library.manifest_path().name}"))
-    entries = {
-        e["key"]: library.Entry(**{k: v for k, v in e.items() if k != "key"}) for e in listed
-    }
+    entries = library.from_json(_read(tar, f"library/{library.manifest_path().name}"))
     cache = cuda_ext_dir()
     written = 0
     for member in tar.getmembers():
