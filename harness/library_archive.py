@@ -66,11 +66,8 @@ def pack(out: Path) -> ArchiveInfo:
     manifest = library.manifest_path()
     entries = {k: e for k, e in library.load(manifest).items() if e.ok}
     cache = cuda_ext_dir()
-    files = sorted(
-        f
-        for f in cache.glob("*/*.so")
-        if _SHARED_LIBRARY.match(f"cuda-ext/{f.relative_to(cache).as_posix()}")
-    )
+    named = ((f, f"cuda-ext/{f.relative_to(cache).as_posix()}") for f in cache.glob("*/*.so"))
+    files = sorted((f, name) for f, name in named if _SHARED_LIBRARY.match(name))
     info = ArchiveInfo(
         nvcc=nvcc_version(),
         builds=len(entries),
@@ -83,8 +80,8 @@ def pack(out: Path) -> ArchiveInfo:
     with tarfile.open(partial, "w:xz") as tar:
         _add_bytes(tar, INFO, json.dumps(info.to_dict(), indent=1).encode())
         _add_bytes(tar, f"library/{manifest.name}", library.to_json(entries).encode())
-        for f in files:
-            tar.add(f, arcname=f"cuda-ext/{f.relative_to(cache).as_posix()}", recursive=False)
+        for f, name in files:
+            tar.add(f, arcname=name, recursive=False)
     os.replace(partial, out)
     return info
 
