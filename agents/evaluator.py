@@ -292,6 +292,9 @@ class HarnessEvaluator(Evaluator):
             return
         settings = self._settings(self._left(self._config.eval_timeout_s), full=True)
         self._ahead_of([candidate], problem, settings)
+        # Its judge too: a warm spare imports torch, Dynamo and the harness now, not on the
+        # verification's clock (3.5-5.8 s of compile_imports each on an H200).
+        self._harness.warm_judge(settings)
 
     def _ahead_of(self, candidates: Sequence[Candidate], problem: Problem, settings: Any) -> None:
         """Hand each candidate not already on its way to the pool, compiled for `settings`."""

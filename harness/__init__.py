@@ -44,6 +44,7 @@ __all__ = [
     "evaluate",
     "precompile",
     "profile",
+    "warm_judge",
     "warm_up",
 ]
 
@@ -72,6 +73,12 @@ def warm_up(problem: Problem, *, deadline_s: float | None = None) -> None:
     from harness.judge.evaluation import warm_up as _warm_up
 
     _warm_up(problem, deadline_s=deadline_s)
+
+
+def warm_judge(config: EvalConfig | None = None) -> None:
+    from harness.judge.evaluation import warm_judge as _warm_judge
+
+    _warm_judge(config)
 
 
 def benchmark(fn, **kwargs):

@@ -52,7 +52,7 @@ from harness.results import (
     Timings,
     Verdict,
 )
-from harness.sandbox import ChildResult, ChildStatus, run_child, scratch
+from harness.sandbox import ChildResult, ChildStatus, prestart, run_child, scratch
 from kernels.problem import Problem
 
 STAGE_ORDER = (
@@ -153,6 +153,24 @@ def warm_up(problem: Problem, *, deadline_s: float | None = None) -> None:
     deadline = started + deadline_s if deadline_s is not None else None
     names = applicable(problem.op, problem.layout, "cuda")
     _cublaslt_dir(True, names, EvalConfig(deadline_s=deadline_s, deadline_at=deadline))
+
+
+def warm_judge(config: EvalConfig | None = None) -> None:
+    """Start the judge of a coming evaluation ahead, as a warm spare (torch, Dynamo and the
+    harness imported), so a run's first full verification starts warm too, not only the
+    ones after it. The arguments are the ones _child gives the judge: a spare serves only an
+    equal configuration, and any workdir under the scratch root is the same one."""
+    config = config or EvalConfig()
+    gpu = config.device != "cpu" and device_mod.gpu_visible()
+    prestart(
+        "judge",
+        scratch.root(),
+        limits=config.limits,
+        cuda=gpu,
+        isolate_net=config.network_isolation,
+        isolate_fs=config.fs_isolation,
+        **_child_io(gpu, trusted=True),
+    )
 
 
 def _finish(ev: Evaluation, started: float) -> Evaluation:

@@ -18,14 +18,22 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from harness.sandbox.parent import ChildResult, ChildStatus, run_child
+    from harness.sandbox.parent import ChildResult, ChildStatus, prestart, run_child
     from harness.sandbox.protocol import IsolationRecord
     from harness.sandbox.view import REPO_ROOT
 
-__all__ = ["REPO_ROOT", "ChildResult", "ChildStatus", "IsolationRecord", "run_child"]
+__all__ = [
+    "REPO_ROOT",
+    "ChildResult",
+    "ChildStatus",
+    "IsolationRecord",
+    "prestart",
+    "run_child",
+]
 _HOME = {
     "ChildResult": "parent",
     "ChildStatus": "parent",
+    "prestart": "parent",
     "run_child": "parent",
     "REPO_ROOT": "view",
     "IsolationRecord": "protocol",

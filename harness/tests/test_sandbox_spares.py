@@ -17,7 +17,7 @@ import pytest
 import harness
 from harness import Verdict
 from harness.config import Limits
-from harness.sandbox import REPO_ROOT, ChildStatus, run_child, scratch, spares
+from harness.sandbox import REPO_ROOT, ChildStatus, parent, run_child, scratch, spares
 from harness.tests.conftest import alive, fresh, run_fixture
 
 
@@ -138,6 +138,46 @@ def test_a_spare_that_dies_after_its_claim_falls_back_to_a_fresh_child(monkeypat
     assert killed == [pid]
     assert res.status is ChildStatus.OK, res.error
     assert not res.spare and res.pid != pid
+
+
+def test_a_spare_serves_a_phase_whatever_its_wall_limit():
+    # The wall clock is the parent's to enforce; the agent gives every verification its own
+    # (what is left of its budget), and with the wall in the key no judge found a spare.
+    with _workdir() as workdir:
+        run_child("selftest_env", {}, workdir, limits=Limits(wall_s=90), cuda=False, prestart=True)
+        pid = _the_spare()
+        res = run_child("selftest_env", {}, workdir, limits=Limits(wall_s=37.5), cuda=False)
+    assert res.status is ChildStatus.OK, res.error
+    assert res.spare and res.pid == pid
+
+
+def test_a_phase_started_ahead_serves_the_first_run_of_it():
+    with _workdir() as workdir:
+        parent.prestart("selftest_env", scratch.root(), limits=Limits(), cuda=False)
+        pid = _the_spare()
+        res = _env_run(workdir)
+    assert res.status is ChildStatus.OK, res.error
+    assert res.spare and res.pid == pid
+    assert res.result["cwd"] == os.path.realpath(workdir)
+
+
+def test_the_first_verification_s_judge_runs_in_a_spare_started_ahead():
+    import kernels
+    from harness import Backend, Candidate, EvalConfig, evaluate, warm_judge
+
+    problem = kernels.parse_problem("matmul", "64x48x32", "fp16", "NN")
+    family = next(f for f in kernels.get_op("matmul").families() if f.name == "matmul_tiled")
+    params = family.default(problem)
+    render = Candidate.of_render(
+        family.render(problem, params), Backend.TRITON, family.name, params
+    )
+    # What the agent's evaluator does while it screens (prefetch_final), with its own wall.
+    warm_judge(EvalConfig(quick=True, limits=Limits(wall_s=200)))
+    assert len(spares.pool.pids()) == 1
+    ev = evaluate(render, problem, config=EvalConfig(quick=True, limits=Limits(wall_s=120)))
+    assert ev.verdict is Verdict.PASSED, ev.error
+    assert ev.checks["trusted_render"]  # our render: the judge runs it with no recording
+    assert ev.checks["phase_spare"] == {"judge": True}
 
 
 def test_a_spare_with_a_thread_landlock_would_miss_is_not_used():
