@@ -529,6 +529,7 @@ def _package(model, inputs, ref, kernels: dict, result: dict, built: dict, job: 
     stats, samples = next(iter(_time_all(fns, job).values()))  # the headline's regime
     b_us, p_us = stats[base]["median_us"], stats["package"]["median_us"]
     return entry | {
+        "baseline": base,
         "baseline_us": b_us,
         "us": p_us,
         "speedup": b_us / p_us if p_us > 0 else None,

@@ -63,7 +63,7 @@ class EndToEnd:
     # package cannot), weighed by the ablation like a kernel
     rewrites: list[dict] = field(default_factory=list)
     # with rewrites: the model with the kernels alone, as the package runs it (child._package):
-    # {way, ok, us, baseline_us, speedup, speedup_ci, hits}; None without rewrites or kernels
+    # {way, ok, us, baseline, baseline_us, speedup, speedup_ci, hits}; None without rewrites or kernels
     package: dict | None = None
     regime: str = ""
     failure: ModelFailure | None = None

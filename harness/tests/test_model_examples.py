@@ -166,7 +166,9 @@ def test_with_a_rewrite_the_package_is_the_kernels_alone_timed_again():
     package = result.package
     assert package is not None and package["way"] == result.best_ours and package["ok"]
     assert package["hits"] == {DOWN_PROJ: 1}, "the package's run has the kernel, not the rewrite"
-    assert package["baseline_us"] == pytest.approx(result.baseline_us, rel=0.5)
+    # Timed against the headline's best baseline again, not its number: two CPU timings of 3
+    # samples each differed 33x on a loaded CI box (776 vs 25,747 us).
+    assert package["baseline"] == result.best_baseline
     assert package["speedup"] == pytest.approx(package["baseline_us"] / package["us"])
     lo, hi = package["speedup_ci"]
     assert lo <= package["speedup"] <= hi
