@@ -3,9 +3,10 @@
 A spare is refused if it has a second thread when claimed (harness/sandbox/boot.py
 _warm_up: Landlock would not restrict it). The judge's torch.compile baseline still spends
 seconds in imports a spare does not make (compile_setup: torch.compile() imports
-torch._inductor.compile_fx, 642 modules); on the GPU image (torch 2.11) importing compile_fx
-once started CUDA. This prints, per import in the order torch.compile() needs them, its
-seconds, the thread count after it and whether CUDA is initialized, as JSON lines:
+torch._inductor.compile_fx, 642 modules). This prints, per import in the order
+torch.compile() needs them, its seconds, the thread count after it and whether CUDA is
+initialized, as JSON lines (on the H200 image, torch 2.11: functorch.compile keeps one
+thread, torch._inductor.lowering starts a second; results/spare_imports_probe_h200.json):
 
     OPENBLAS_NUM_THREADS=1 python -m benchmarks.spare_imports_probe
 

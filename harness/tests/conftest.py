@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import kernels
-from harness import Candidate, EvalConfig, evaluate
+from harness import Backend, Candidate, EvalConfig, evaluate
 from harness.device import gpu_visible
 
 EXPLOITS = Path(__file__).parent / "exploits"
@@ -66,6 +66,18 @@ def run_fixture(name: str, problem=None, *, source_text: str | None = None, **co
     if not gpu_visible():
         config.setdefault("time_candidate", False)
     return evaluate(Candidate(source_text or source(name)), problem, config=EvalConfig(**config))
+
+
+def tiled_render(shape: str = "64x48x32"):
+    """Our own matmul_tiled render at its default point (a trusted render: no recording) and
+    its fp16 NN problem."""
+    problem = kernels.parse_problem("matmul", shape, "fp16", "NN")
+    family = next(f for f in kernels.get_op("matmul").families() if f.name == "matmul_tiled")
+    params = family.default(problem)
+    render = Candidate.of_render(
+        family.render(problem, params), Backend.TRITON, family.name, params
+    )
+    return render, problem
 
 
 def checks(evaluation) -> set[str]:

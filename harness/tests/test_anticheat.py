@@ -12,7 +12,7 @@ the ones that need a GPU.
 from __future__ import annotations
 
 from harness import Verdict
-from harness.tests.conftest import checks, failed_stages, run_fixture
+from harness.tests.conftest import checks, failed_stages, run_fixture, tiled_render
 
 
 def test_it_passes_an_honest_triton_kernel_on_every_stage():
@@ -130,15 +130,9 @@ def test_our_render_is_audited_for_the_vendor_library_only_where_the_problem_for
     # The audit is one call under the profiler (seconds on a GPU: 4-5 s of a full
     # verification on an H200, 2026-11-28); a render of our own family needs it only to keep
     # the vendor-library rule.
-    import kernels
-    from harness import Backend, Candidate, EvalConfig, evaluate
+    from harness import EvalConfig, evaluate
 
-    problem = kernels.parse_problem("matmul", "64x48x32", "fp16", "NN")
-    family = next(f for f in kernels.get_op("matmul").families() if f.name == "matmul_tiled")
-    params = family.default(problem)
-    render = Candidate.of_render(
-        family.render(problem, params), Backend.TRITON, family.name, params
-    )
+    render, problem = tiled_render()
     plain = evaluate(render, problem, config=EvalConfig(quick=True))
     audited = evaluate(render, problem, config=EvalConfig(quick=True, forbid_vendor_library=True))
     assert plain.checks["trusted_render"] and audited.checks["trusted_render"]

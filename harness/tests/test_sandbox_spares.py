@@ -18,7 +18,7 @@ import harness
 from harness import Verdict
 from harness.config import Limits
 from harness.sandbox import REPO_ROOT, ChildStatus, parent, run_child, scratch, spares
-from harness.tests.conftest import alive, fresh, run_fixture
+from harness.tests.conftest import alive, fresh, run_fixture, tiled_render
 
 
 @pytest.fixture(autouse=True)
@@ -162,15 +162,9 @@ def test_a_phase_started_ahead_serves_the_first_run_of_it():
 
 
 def test_the_first_verification_s_judge_runs_in_a_spare_started_ahead():
-    import kernels
-    from harness import Backend, Candidate, EvalConfig, evaluate, warm_judge
+    from harness import EvalConfig, evaluate, warm_judge
 
-    problem = kernels.parse_problem("matmul", "64x48x32", "fp16", "NN")
-    family = next(f for f in kernels.get_op("matmul").families() if f.name == "matmul_tiled")
-    params = family.default(problem)
-    render = Candidate.of_render(
-        family.render(problem, params), Backend.TRITON, family.name, params
-    )
+    render, problem = tiled_render()
     # What the agent's evaluator does while it screens (prefetch_final), with its own wall.
     warm_judge(EvalConfig(quick=True, limits=Limits(wall_s=200)))
     assert len(spares.pool.pids()) == 1
