@@ -35,8 +35,18 @@ STEPS = (
 )
 
 
-def _threads() -> int:
-    return len(os.listdir("/proc/self/task"))
+def _row(step: str, seconds: float, error: str = "") -> str:
+    import torch
+
+    return json.dumps(
+        {
+            "import": step,
+            "s": round(seconds, 3),
+            "threads": len(os.listdir("/proc/self/task")),
+            "cuda_initialized": torch.cuda.is_initialized(),
+            "error": error,
+        }
+    )
 
 
 def main() -> None:
@@ -47,29 +57,12 @@ def main() -> None:
             importlib.import_module(name)
         except Exception as exc:  # noqa: BLE001  (reported, and the next step still runs)
             error = repr(exc)[:200]
-        seconds = time.perf_counter() - started
-        import torch
-
-        row = {
-            "import": name,
-            "s": round(seconds, 3),
-            "threads": _threads(),
-            "cuda_initialized": torch.cuda.is_initialized(),
-            "error": error,
-        }
-        print(json.dumps(row), flush=True)
+        print(_row(name, time.perf_counter() - started, error), flush=True)
     import torch
 
     started = time.perf_counter()
     torch.compile(lambda x: x + 1, mode="max-autotune-no-cudagraphs", dynamic=False)
-    row = {
-        "import": "torch.compile(fn) (no call)",
-        "s": round(time.perf_counter() - started, 3),
-        "threads": _threads(),
-        "cuda_initialized": torch.cuda.is_initialized(),
-        "error": "",
-    }
-    print(json.dumps(row), flush=True)
+    print(_row("torch.compile(fn) (no call)", time.perf_counter() - started), flush=True)
 
 
 if __name__ == "__main__":

@@ -256,8 +256,6 @@ def prestart(
     after a run_child(prestart=True). Nothing happens where spares would not be used."""
     if not (isolate_fs and spares_enabled()):
         return
-    if is_untrusted(phase):
-        workdir, writable = UNTRUSTED_WORKDIR, ()
     config = _config(phase, workdir, limits=limits, cuda=cuda, isolate_net=isolate_net,
                      isolate_fs=True, isolate_ns=True, writable=writable, readable=readable,
                      env_extra=env_extra, background=False)  # fmt: skip
