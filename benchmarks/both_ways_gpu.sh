@@ -5,8 +5,10 @@
 # setsid so it outlives the device call that starts it; OUT_DIR/log.log shows progress (each
 # run's own log is beside it) and OUT_DIR/both_ways.json is the result, written after every run.
 # A library built on a CPU box with the image's nvcc (`python -m harness.library build`, then
-# `pack .kf-library/bf16_nn.tar.xz`) goes in the call's carry and in
-# `--library-archive .kf-library/bf16_nn.tar.xz --build-minutes 0`: no device time for nvcc.
+# `pack .kf-library/bf16_nn.tar.xz`) costs no device time for nvcc. With .whl it is over one
+# call's 64 MiB carry, so a first call carries .kf-library alone and copies the archive to
+# /tmp (`cp .kf-library/bf16_nn.tar.xz /tmp/`); the next, at once, carries .whl and
+# .sandbox-bin and runs this with `--library-archive /tmp/bf16_nn.tar.xz --build-minutes 0`.
 set -u
 out=$1
 shift

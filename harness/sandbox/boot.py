@@ -207,10 +207,12 @@ def _warm_up(result_fd: int, spawn: SpawnSettings) -> str:
         from harness import phases  # noqa: F401, PLC0415
 
         if spawn.cuda and not spawn.untrusted:
-            # The judge builds the torch.compile baseline, and importing Dynamo takes seconds
-            # of every full verification. Not torch._inductor.compile_fx: on the GPU image
-            # (torch 2.11) its import starts CUDA and the driver's thread, and such a spare
-            # was never used ("2 threads after import", H200, 2026-11-28).
+            # The judge builds the torch.compile baseline, and importing Dynamo (3.9 s) and
+            # AOTAutograd (functorch.compile, 1.0 s) takes seconds of every full verification.
+            # Not Inductor's lowering or compile_fx: on the GPU image (torch 2.11) importing
+            # them starts a second thread, and such a spare is never used ("2 threads after
+            # import"; H200, 2026-12-03, results/spare_imports_probe_h200.json).
+            import functorch.compile  # noqa: F401, PLC0415
             import torch._dynamo  # noqa: F401, PLC0415
     except Exception as exc:  # noqa: BLE001  (a fresh child will report it properly)
         return f"import failed: {exc!r}"

@@ -312,7 +312,7 @@ spawn = SpawnSettings(fd=1, warm=True, idle_s=1.0, cuda=sys.argv[1] == "cuda",
                       untrusted=sys.argv[2] == "untrusted", sandbox_uid=None, isolate_net=False,
                       isolate_fs=False, undumpable=False, cgroup_kind="none", limits=limits)
 unfit = boot._warm_up(1, spawn)
-print("unfit:" + unfit, "dynamo:" + str("torch._dynamo" in sys.modules))
+print("unfit:" + unfit, *(m + ":" + str(m in sys.modules) for m in ("torch._dynamo", "functorch.compile")))
 """
 
 
@@ -321,8 +321,8 @@ print("unfit:" + unfit, "dynamo:" + str("torch._dynamo" in sys.modules))
     [("cuda", "trusted", True), ("cuda", "untrusted", False), ("cpu", "trusted", False)],
 )
 def test_a_judge_spare_on_a_gpu_imports_dynamo_and_stays_fit_to_serve(cuda, trust, dynamo):
-    # The judge's torch.compile baseline imports Dynamo (seconds); its spare does it while it
-    # waits. Still one thread and no writable fd, or Landlock would miss something. On a GPU
+    # The judge's torch.compile baseline imports Dynamo and AOTAutograd (seconds); its spare
+    # does it while it waits. Still one thread and no writable fd, or Landlock would miss something. On a GPU
     # this is what failed: importing torch._inductor.compile_fx as well started CUDA's driver
     # thread, and no judge spare was ever used (H200, 2026-11-28).
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)}
@@ -334,4 +334,4 @@ def test_a_judge_spare_on_a_gpu_imports_dynamo_and_stays_fit_to_serve(cuda, trus
         timeout=120,
         check=True,
     ).stdout
-    assert out.split()[-2:] == ["unfit:", f"dynamo:{dynamo}"]
+    assert out.split()[-3:] == ["unfit:", f"torch._dynamo:{dynamo}", f"functorch.compile:{dynamo}"]
