@@ -322,9 +322,9 @@ print("unfit:" + unfit, *(m + ":" + str(m in sys.modules) for m in ("torch._dyna
 )
 def test_a_judge_spare_on_a_gpu_imports_dynamo_and_stays_fit_to_serve(cuda, trust, dynamo):
     # The judge's torch.compile baseline imports Dynamo and AOTAutograd (seconds); its spare
-    # does it while it waits. Still one thread and no writable fd, or Landlock would miss something. On a GPU
-    # this is what failed: importing torch._inductor.compile_fx as well started CUDA's driver
-    # thread, and no judge spare was ever used (H200, 2026-11-28).
+    # does it while it waits. Still one thread and no writable fd, or Landlock would miss
+    # something. On a GPU this is what failed: importing torch._inductor.compile_fx as well
+    # started CUDA's driver thread, and no judge spare was ever used (H200, 2026-11-28).
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)}
     out = subprocess.run(
         [sys.executable, "-c", _WARM_UP, cuda, trust],
