@@ -48,6 +48,7 @@ class ModelRow:
     with_code_change: float | None  # with the `rewrites` the user would make (None: none)
     kernels: list[dict[str, Any]]  # kept: key, family, speedup over the op's torch baseline
     meets_bar: bool
+    check_failed: str | None = None  # why the end-to-end check gave no result (its failure)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,9 +72,9 @@ def row(model: str, file: str, record: dict[str, Any]) -> ModelRow:
     e2e = record["result"].get("end_to_end") or {}
     rewrites = e2e.get("rewrites") or []
     package = e2e.get("package") or {}
-    if rewrites:
+    if rewrites:  # a record from before the package's own run has no `package`: not timed
         speedup, ci = package.get("speedup"), package.get("speedup_ci")
-        shipped = bool(e2e.get("package_faster"))
+        shipped = bool(e2e.get("package_faster", e2e.get("faster")))
     else:
         speedup, ci = e2e.get("speedup"), e2e.get("speedup_ci")
         shipped = bool(e2e.get("faster"))
@@ -96,6 +97,7 @@ def row(model: str, file: str, record: dict[str, Any]) -> ModelRow:
         with_code_change=e2e.get("speedup") if rewrites else None,
         kernels=kernels,
         meets_bar=bool(shipped and speedup is not None and speedup >= bar),
+        check_failed=None if e2e.get("ok") else (e2e.get("failure") or "failed"),
     )
 
 
@@ -142,7 +144,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         Path(args.out).write_text(text + "\n")
     for r in result["rows"]:
-        shown = f"{r['speedup']:.3f}x" if r["speedup"] is not None else "not timed"
+        if r["check_failed"]:
+            shown = f"its end-to-end check failed ({r['check_failed']})"
+        elif r["speedup"] is None:
+            shown = "the kernels alone not timed"
+        else:
+            shown = f"{r['speedup']:.3f}x"
+        if r["with_code_change"] is not None:
+            shown += f", {r['with_code_change']:.3f}x with the change to the model's code"
         verdict = "meets" if r["meets_bar"] else "below"
         what = "shipped" if r["shipped"] else "unchanged"
         print(f"{r['model']}: {shown} ({what}), {verdict} its {r['bar']:.2f}x bar ({r['file']})")

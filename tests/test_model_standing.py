@@ -27,6 +27,7 @@ def _job(
         "best_baseline": "compile_cudagraphs",
         "best_ours": "ours_compile",
         "rewrites": [],
+        "ok": True,
     }
     if package is not None:  # the check took a change to the model's code too
         e2e["rewrites"] = [{"key": "attention/...", "where": ["self_attn"], "saves": "copies"}]
@@ -57,6 +58,7 @@ def test_each_models_latest_job_is_weighed_against_its_bar_and_replays_are_not_j
     assert rows["llama_decode"]["meets_bar"]  # 1.16 >= 1.15
     assert rows["llama_block"]["shipped"] and not rows["llama_block"]["meets_bar"]  # < 1.05
     assert not rows["vit_block"]["shipped"] and not rows["vit_block"]["meets_bar"]
+    assert rows["vit_block"]["check_failed"] is None
     assert result["meet_bar"] == 1 and result["shipped_losses"] == 0
     assert result["not_measured"] == ["qwen2_block", "gptj_block"]
     assert result["left_out"] == ["decode_replay.json", "library.json"]
@@ -73,6 +75,13 @@ def test_with_a_change_to_the_models_code_only_the_package_alone_counts():
     )
     assert not rows["qwen2_block"]["meets_bar"]  # 1.06 with the change, 1.04 as shipped
     assert rows["gptj_block"]["meets_bar"]
+
+
+def test_a_job_whose_check_died_is_below_its_bar_and_says_why():
+    job = _job("llama_decode", "2026-12-06 14:00 UTC", 1.2)
+    job["result"]["end_to_end"] = {"ok": False, "failure": "crash", "faster": False}
+    (r,) = standing({"d.json": job})["rows"]
+    assert r["check_failed"] == "crash" and r["speedup"] is None and not r["meets_bar"]
 
 
 def test_jobs_of_two_devices_are_refused():
