@@ -654,8 +654,9 @@ pool_failures: list[str] = []
 
 
 def _compiled(make: Callable[[], Any], inputs) -> tuple[Any, float]:
-    """(make(), seconds its first call took: the compile). Every compile in this process goes
-    through here, so that one rule covers them all: a first call that fails while Inductor may
+    """(make(), seconds its first call took: the compile). Every way this process compiles the
+    model to run it (the profile, the variants, the ablation, the package's run) goes through
+    here, so that one rule covers them all: a first call that fails while Inductor may
     compile with a pool of workers (compile_threads not 1) is made again, with a fresh compile,
     at one thread from then on (recorded in `pool_failures`); a failure at one thread is
     raised."""
