@@ -13,13 +13,12 @@ another device than the first file's are refused: the bars are per machine.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
+from benchmarks import results_record
 from benchmarks.both_ways import summary
 from kernels.shapes import SET_NAMES, problem_set
 
@@ -55,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("files", nargs="+", help="both_ways.json files (recorded runs)")
     parser.add_argument("--set", default="unseen", choices=SET_NAMES)
     parser.add_argument("--out", default=None, help="write the standing JSON here")
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     records = [json.loads(Path(f).read_text()) for f in args.files]
     try:
@@ -62,14 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"both_ways_standing: {exc}", file=sys.stderr)
         return 2
-    made = {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": shlex.join(["python", "-m", "benchmarks.both_ways_standing", *sys.argv[1:]]),
-        "files": [Path(f).name for f in args.files],
-    }
-    text = json.dumps(made | result, indent=1)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    made = results_record.made("benchmarks.both_ways_standing", argv)
+    made["files"] = [Path(f).name for f in args.files]
+    results_record.write(made | result, args.out)
     s = result["summary"]
     print(
         f"{result['device']}: {len(result['measured'])} of "

@@ -14,14 +14,14 @@ device than the first job's are refused: the bars are per machine.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import re
-import shlex
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from benchmarks import results_record
 
 # Issue 25's "Done when" lines: each example model's end-to-end speedup over its best baseline.
 BARS = {
@@ -129,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", help="recorded model jobs (benchmarks/results/)")
     parser.add_argument("--out", default=None, help="write the standing JSON here")
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     files = {Path(f).name: json.loads(Path(f).read_text()) for f in args.files}
     try:
@@ -136,13 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"model_standing: {exc}", file=sys.stderr)
         return 2
-    made = {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": shlex.join(["python", "-m", "benchmarks.model_standing", *sys.argv[1:]]),
-    }
-    text = json.dumps(made | result, indent=1)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    results_record.write(results_record.made("benchmarks.model_standing", argv) | result, args.out)
     for r in result["rows"]:
         if r["check_failed"]:
             shown = f"its end-to-end check failed ({r['check_failed']})"

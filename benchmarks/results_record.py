@@ -41,15 +41,19 @@ def versions() -> dict[str, str]:
     return info
 
 
-def stamp(module: str, argv: list[str]) -> dict[str, Any]:
-    """{date, versions, command, timing_protocol} for a run of `python3 -m module argv...`: the
-    protocol's version says which L2 flush its times were taken after (harness/config.py)."""
+def made(module: str, argv: list[str]) -> dict[str, Any]:
+    """{date, command} for a run of `python3 -m module argv...`: what an entry computed from
+    other entries (a standing) records, whose device and versions are its sources'."""
     return {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "versions": versions(),
         "command": f"python3 -m {module} " + shlex.join(argv),
-        "timing_protocol": TIMING_PROTOCOL,
     }
+
+
+def stamp(module: str, argv: list[str]) -> dict[str, Any]:
+    """{date, command, versions, timing_protocol} for a run on this machine: the protocol's
+    version says which L2 flush its times were taken after (harness/config.py)."""
+    return made(module, argv) | {"versions": versions(), "timing_protocol": TIMING_PROTOCOL}
 
 
 def write(record: dict[str, Any], out: str | None) -> None:
