@@ -19,6 +19,41 @@ MAX_ACC_REGS = 128  # fp32 accumulator registers per thread, both accumulators t
 SMALL_M = 16  # at most this many rows: the weight-streaming regime
 
 
+# The weight-stream forms (few rows, K split over programs) share one reduction of their two
+# accumulators: each split stores its two fp32 partials to its own slab and counts itself in
+# on the tile's counter; the last to arrive sums every split's partials in split order
+# 0, 1, 2, ... (not arrival order: bit-identical results call to call) and alone goes on to
+# the epilogue. The counters re-arm to zero. The slabs are (tiles, splits, 2, BLOCK_M, BLOCK_N).
+SPLIT_PAIR_FN = """
+@triton.jit
+def reduce_split_pair(acc1, acc2, ws_ptr, count_ptr, tile, split, splits, mask_m,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    last = splits == 1
+    if splits > 1:
+        tile_offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+        slab = ws_ptr + (tile * splits).to(tl.int64) * (2 * BLOCK_M * BLOCK_N) + tile_offs
+        # Rows past M are never stored or read: at M = 1 the partials are one row, not 16.
+        mine = slab + split * (2 * BLOCK_M * BLOCK_N)
+        tl.store(mine, acc1, mask=mask_m[:, None])
+        tl.store(mine + BLOCK_M * BLOCK_N, acc2, mask=mask_m[:, None])
+        tl.debug_barrier()  # every thread's partials are written before the count goes up
+        arrived = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
+        last = arrived == splits - 1
+        if last:
+            acc1 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            acc2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for s in range(0, splits):  # .cg: the other SMs' partials from L2, never stale L1
+                theirs = slab + s * (2 * BLOCK_M * BLOCK_N)
+                acc1 += tl.load(theirs, mask=mask_m[:, None], other=0.0, cache_modifier=".cg")
+                acc2 += tl.load(
+                    theirs + BLOCK_M * BLOCK_N, mask=mask_m[:, None], other=0.0,
+                    cache_modifier=".cg",
+                )
+            tl.atomic_xchg(count_ptr + tile, 0)  # re-armed for the next call
+    return acc1, acc2, last
+""".strip()
+
+
 class DualGemmFamily(Family):
     """space/check/default/starting points; subclasses render their own kernel."""
 
@@ -79,3 +114,63 @@ class DualGemmFamily(Family):
         if regs > MAX_ACC_REGS:
             return f"two accumulators need {regs:.0f} registers per thread; more warps"
         return None
+
+
+# Where a weight stream starts (few rows), best first. Not measured yet: the neighbours of
+# matmul_weight_stream's decode leaders (kernels/ops/matmul/starting_points.py), with BLOCK_N
+# halved since each K step streams two strips of it; the model job's screen times them.
+SMALL_M_GRID = (  # (BLOCK_N, BLOCK_K, NUM_STAGES, NUM_WARPS)
+    (32, 256, 3, 4),
+    (64, 128, 4, 4),
+    (64, 64, 6, 4),
+    (32, 128, 6, 4),
+    (64, 128, 3, 8),
+    (16, 256, 4, 4),
+)
+MAX_STREAM_M = 64  # more rows than this are a GEMM's regime, not a stream's
+
+
+class DualStreamFamily(DualGemmFamily):
+    """The weight-stream forms' space and starting points (few rows: a decode step): each
+    program streams a BLOCK_N strip of both weights over its range of K tiles, SPLIT_K "auto"
+    splits K per shape and device at run time (matmul_weight_stream's split plan), and the
+    splits' partials meet in SPLIT_PAIR_FN. What fits is DualGemmFamily's rule. Subclasses render
+    their own kernel."""
+
+    def space(self, problem: Problem) -> ParamSpace:
+        return ParamSpace(
+            {
+                "BLOCK_M": [16, 32, 64],
+                "BLOCK_N": [16, 32, 64, 128],  # outputs: a strip of each weight this wide
+                "BLOCK_K": [32, 64, 128, 256],
+                "SPLIT_K": ["auto", 1, 2, 4, 8, 16],
+                "NUM_WARPS": [2, 4, 8],
+                "NUM_STAGES": [2, 3, 4, 5, 6],
+            },
+            constraints=(
+                "smem: NUM_STAGES*(BLOCK_M + 2*BLOCK_N)*BLOCK_K*elt",
+                "registers: 2*BLOCK_M*BLOCK_N/(32*NUM_WARPS)",
+            ),
+        )
+
+    def default(self, problem: Problem) -> dict[str, Any]:
+        """The grid's first point (valid at every BLOCK_M)."""
+        return self._point(problem, *SMALL_M_GRID[0])
+
+    def _point(self, problem: Problem, n: int, k: int, stages: int, warps: int) -> dict[str, Any]:
+        m = problem.shape[0]
+        return {
+            "BLOCK_M": 16 if m <= 16 else 32 if m <= 32 else 64,  # the whole M in one tile
+            "BLOCK_N": n,
+            "BLOCK_K": k,
+            "SPLIT_K": "auto",
+            "NUM_WARPS": warps,
+            "NUM_STAGES": stages,
+        }
+
+    def starting_points(self, problem: Problem) -> list[dict[str, Any]]:
+        """The few-row grid (none beyond MAX_STREAM_M rows: a GEMM's regime)."""
+        if problem.shape[0] > MAX_STREAM_M:
+            return []
+        points = [self._point(problem, *row) for row in SMALL_M_GRID]
+        return [p for p in points if self.check(problem, p) is None]

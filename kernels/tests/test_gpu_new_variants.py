@@ -68,3 +68,31 @@ def test_the_exact_gelu_epilogue_in_bf16_on_the_gpu(shape):
             continue
         failures = check_source(op, problem, family.render(problem, params), device="cuda")
         assert not failures, (family.name, failures)
+
+
+STREAMS = [("swiglu_gate", (8, 11008, 4096), layout) for layout in ("", "i8", "i8+rowscale")] + [
+    ("swiglu_gate", (1, 14336, 4096), "i8+rowscale"),  # Llama-3-8B, one token
+    ("swiglu_gate", (33, 200, 1000), "i8"),  # odd sizes
+    ("qkv_rotary", (8, 32, 32, 128, 4096), ""),  # Llama-2-7B's decode step
+    ("qkv_rotary", (1, 28, 4, 128, 3584), "+bias"),  # Qwen2-7B, one token
+    ("qkv_rotary", (33, 5, 1, 16, 1000), ""),  # odd sizes
+]
+
+
+@pytest.mark.parametrize(("op_name", "shape", "layout"), STREAMS)
+def test_the_two_weight_streams_in_bf16_on_the_gpu(op_name, shape, layout):
+    """swiglu_gate's and qkv_rotary's weight streams on decode shapes and odd ones: every
+    starting point and a forced split, correct in bf16 and bit-identical call to call (the
+    splits' partials are summed in a fixed order)."""
+    from kernels.checking import run_candidate
+
+    op = all_ops()[op_name]
+    problem = Problem(op_name, shape, "bf16", layout)
+    family = next(f for f in op.families() if f.name == f"{op_name}_weight_stream")
+    points = family.starting_points(problem) + [{**family.default(problem), "SPLIT_K": 8}]
+    for params in points:
+        source = family.render(problem, params)
+        assert not check_source(op, problem, source, device="cuda"), params
+    inputs = op.make_inputs(problem, seed=0, device="cuda")
+    first = run_candidate(op, problem, source, inputs)
+    assert torch.equal(first, run_candidate(op, problem, source, inputs))

@@ -39,16 +39,21 @@ def test_its_adversarial_residual_spans_rows_far_apart():
 
 def test_the_families_that_add_no_residual_do_not_serve_its_layouts():
     serving = {f.name for f in OP.families_for(Problem("matmul", (64, 64, 64), "bf16", "NT+res"))}
-    assert serving == {"matmul_tiled", "matmul_cutlass_sm90"}
+    assert serving == {"matmul_tiled", "matmul_weight_stream", "matmul_cutlass_sm90"}
     assert len(OP.families_for(Problem("matmul", (64, 64, 64), "bf16", "NT"))) > len(serving)
 
 
+@pytest.mark.parametrize("name", ["matmul_tiled", "matmul_weight_stream"])
 @pytest.mark.parametrize("layout", ["NT+res", "NN+bias+res"])
-def test_the_tiled_family_adds_it_in_the_interpreter(layout):
-    problem = Problem("matmul", (17, 33, 65), "fp16", layout)
-    family = next(f for f in OP.families_for(problem) if f.name == "matmul_tiled")
-    point = next(p for p in sample_points(family, problem, 3) if family.check(problem, p) is None)
-    assert not check_source(OP, problem, family.render(problem, point))
+def test_the_families_that_serve_it_add_it_in_the_interpreter(name, layout):
+    """Few rows (a decode step's o_proj and down_proj) with a split, so the weight stream's
+    residual is added once, by the program that sums the partials."""
+    for shape in ((17, 33, 65), (3, 40, 300)):
+        problem = Problem("matmul", shape, "fp16", layout)
+        family = next(f for f in OP.families_for(problem) if f.name == name)
+        points = [p for p in sample_points(family, problem, 3) if family.check(problem, p) is None]
+        for point in points[:2]:
+            assert not check_source(OP, problem, family.render(problem, point)), point
 
 
 @pytest.mark.gpu

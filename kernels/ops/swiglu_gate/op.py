@@ -45,6 +45,11 @@ def has_row_scale(problem) -> bool:
     return problem.layout == ROW_SCALE
 
 
+def layout_constants(problem) -> dict[str, bool]:
+    """What a Triton family's rendered module fixes from the layout (its kernels read both)."""
+    return {"INTERLEAVED": is_interleaved(problem), "ROW_SCALE": has_row_scale(problem)}
+
+
 def interleave(w_gate: torch.Tensor, w_up: torch.Tensor, group: int = GROUP) -> torch.Tensor:
     """(2N, K): each `group` rows of w_gate followed by the same rows of w_up."""
     n, k = w_gate.shape

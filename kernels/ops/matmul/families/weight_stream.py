@@ -16,6 +16,8 @@ overrides it. The split is reduced deterministically: every program stores its f
 to its own slab, counts itself in on the tile's counter, and the last to arrive sums all the
 slabs in split order 0, 1, 2, ... (not arrival order), so a given shape on a given GPU gives
 bit-identical results on every call. One launch, no memset; the counters re-arm to zero.
+That program also applies the epilogue: bias, activation and a "+res" layout's residual (a
+decode step's o_proj and down_proj write x + y directly).
 The workspace and counters are kept per device and plan between calls: two streams running
 the same candidate at once would share them (as matmul_splitk_tma's would).
 """
@@ -57,11 +59,11 @@ def multiply_add(acc, a, b, USE_DOT: tl.constexpr):
 # occupancy probe (slots) compiles the very binary that then runs.
 @triton.jit(do_not_specialize=["k_tiles_per_split", "splits"])
 def matmul_weight_stream_kernel(
-    a_ptr, b_ptr, c_ptr, bias_ptr, ws_ptr, count_ptr, M, N, K, k_tiles_per_split, splits,
-    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    a_ptr, b_ptr, c_ptr, bias_ptr, res_ptr, ws_ptr, count_ptr, M, N, K, k_tiles_per_split,
+    splits, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, stride_rm,
+    stride_rn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     USE_DOT: tl.constexpr, PREFETCH: tl.constexpr,
-    HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr,
+    HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
 ):
     # The splits of one tile are adjacent program ids: they run together, and the last one
     # finds the others' partials still in L2. Tiles go along N first (then M, when M > BLOCK_M).
@@ -138,7 +140,11 @@ def matmul_weight_stream_kernel(
     if last:
         acc = apply_epilogue(acc, bias_ptr, offs_n, N, HAS_BIAS, ACTIVATION)
         c_ptrs = c_ptr + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :] * stride_cn
-        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
+        mask = mask_m[:, None] & mask_n[None, :]
+        if HAS_RESIDUAL:  # "+res": the model's residual add, after the bias and activation
+            r_ptrs = res_ptr + offs_m[:, None].to(tl.int64) * stride_rm + offs_n[None, :] * stride_rn
+            acc = acc + tl.load(r_ptrs, mask=mask, other=0.0).to(tl.float32)
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
 """.strip()
 
 # Host side: the split plan. Pure Python on sizes only, so it is cached per shape and device.
@@ -149,16 +155,18 @@ IN_FLIGHT_BYTES = 6 * 2**20
 MAX_SPLITS = 32
 
 
-def split_plan(tiles, k_tiles, slots, rows, elt):
+def split_plan(tiles, k_tiles, slots, rows, elt, accumulators=1):
     """(splits, k_tiles_per_split) that should finish soonest, in a fluid model of the stream.
 
     Programs run in waves of at most `slots` (resident programs, `slots()`); a wave of n programs of
     `per` K tiles each streams n * per tiles, but no faster than the latency allows when n
     programs keep too few bytes in flight (n < crowd). Each wave pays a start-up latency, and
     each split beyond the first writes an fp32 partial that the last program re-reads.
-    Units: the time to stream one BLOCK_K x BLOCK_N tile of B at the roof. Fewest splits wins ties.
+    Units: the time to stream one K step's tiles of B at the roof: one BLOCK_K x BLOCK_N tile
+    per accumulator (two where a program keeps two products, swiglu_gate's gate and up; each
+    has its own partial too). Fewest splits wins ties.
     """
-    tile_bytes = BLOCK_K * BLOCK_N * elt
+    tile_bytes = BLOCK_K * BLOCK_N * accumulators * elt
     # LOADS = "registers" (NUM_STAGES 1) counts as one tile in flight, though it keeps two:
     # the H100 numbers of 2026-11-24 were taken with this plan.
     in_flight = max(1, NUM_STAGES - 1) * tile_bytes
@@ -209,7 +217,7 @@ _PLANS = {}  # (device, M, N, K) -> (splits, k_tiles_per_split)
 _BUFFERS = {}  # (device, tiles, splits) -> (fp32 partial slabs, int32 counters, zero at rest)
 
 
-def plan(device, M, N, K, elt, compile_kernel):
+def plan(device, M, N, K, elt, compile_kernel, accumulators=1):
     """The split for this shape; `compile_kernel()` compiles the kernel (no launch) when the
     plan needs its occupancy."""
     key = (str(device), M, N, K)
@@ -217,18 +225,20 @@ def plan(device, M, N, K, elt, compile_kernel):
         tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
         k_tiles = triton.cdiv(K, BLOCK_K)
         if SPLIT_K == "auto":
-            _PLANS[key] = split_plan(tiles, k_tiles, slots(compile_kernel, device), M, elt)
+            _PLANS[key] = split_plan(
+                tiles, k_tiles, slots(compile_kernel, device), M, elt, accumulators
+            )
         else:
             per = triton.cdiv(k_tiles, min(SPLIT_K, k_tiles))
             _PLANS[key] = (triton.cdiv(k_tiles, per), per)
     return _PLANS[key]
 
 
-def buffers(device, tiles, splits):
+def buffers(device, tiles, splits, accumulators=1):
     key = (str(device), tiles, splits)
     if key not in _BUFFERS:
         _BUFFERS[key] = (
-            torch.empty(tiles * splits * BLOCK_M * BLOCK_N if splits > 1 else 1,
+            torch.empty(tiles * splits * accumulators * BLOCK_M * BLOCK_N if splits > 1 else 1,
                         dtype=torch.float32, device=device),
             torch.zeros(tiles, dtype=torch.int32, device=device),
         )
@@ -263,24 +273,27 @@ def run(a, b, *rest, out):
 """
     + snippets.OPERAND_VIEWS
     + """
+    residual = rest[-1] if HAS_RESIDUAL else out  # any pointer without one; never read
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
     strides = (a_view.stride(0), a_view.stride(1), b_view.stride(0), b_view.stride(1),
-               out.stride(0), out.stride(1))
+               out.stride(0), out.stride(1), residual.stride(0), residual.stride(1))
     meta = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, USE_DOT=MMA == "dot",
-                PREFETCH=LOADS == "registers", HAS_BIAS=HAS_BIAS, ACTIVATION=ACTIVATION)
+                PREFETCH=LOADS == "registers", HAS_BIAS=HAS_BIAS, ACTIVATION=ACTIVATION,
+                HAS_RESIDUAL=HAS_RESIDUAL)
     stages = NUM_STAGES if LOADS == "async" else 1  # registers: our own prefetch, no cp.async
 
     def compile_kernel():  # the binary the launch below will use, compiled without a launch
         ws, count = buffers(out.device, 1, 2)
         return matmul_weight_stream_kernel.warmup(
-            a_view, b_view, out, bias, ws, count, M, N, K, 2, 2, *strides, **meta,
+            a_view, b_view, out, bias, residual, ws, count, M, N, K, 2, 2, *strides, **meta,
             grid=(1,), num_warps=NUM_WARPS, num_stages=stages,
         )
 
     splits, k_tiles_per_split = plan(out.device, M, N, K, a.element_size(), compile_kernel)
     workspace, counters = buffers(out.device, tiles, splits)
     launch(matmul_weight_stream_kernel, (tiles * splits,),
-        a_view, b_view, out, bias, workspace, counters, M, N, K, k_tiles_per_split, splits,
+        a_view, b_view, out, bias, residual, workspace, counters, M, N, K, k_tiles_per_split,
+        splits,
         *strides, **meta, num_warps=NUM_WARPS, num_stages=stages,
     )
 """
@@ -291,6 +304,7 @@ class WeightStreamMatmul(TritonMatmulFamily):
     template = TEMPLATE
     name = "matmul_weight_stream"
     op = "matmul"
+    residual = True
     description = (
         "small-M weight stream: each program reads a BLOCK_N strip of B over its K range once, "
         "split K picked per shape and device, fp32 partials summed in fixed order by the last"

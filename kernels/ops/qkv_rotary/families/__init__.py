@@ -2,5 +2,6 @@
 
 from kernels.ops.qkv_rotary.families.cutlass_sm90 import CutlassSm90QkvRotary
 from kernels.ops.qkv_rotary.families.dual import DualQkvRotary
+from kernels.ops.qkv_rotary.families.weight_stream import WeightStreamQkvRotary
 
-FAMILIES = (DualQkvRotary(), CutlassSm90QkvRotary())
+FAMILIES = (DualQkvRotary(), WeightStreamQkvRotary(), CutlassSm90QkvRotary())

@@ -2,5 +2,6 @@
 
 from kernels.ops.swiglu_gate.families.cutlass_sm90 import CutlassSm90SwigluGate
 from kernels.ops.swiglu_gate.families.dual import DualSwigluGate
+from kernels.ops.swiglu_gate.families.weight_stream import WeightStreamSwigluGate
 
-FAMILIES = (DualSwigluGate(), CutlassSm90SwigluGate())
+FAMILIES = (DualSwigluGate(), WeightStreamSwigluGate(), CutlassSm90SwigluGate())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kernels.dual_gemm import DualGemmFamily
 from kernels.ops.matmul.families import snippets
-from kernels.ops.swiglu_gate.op import has_row_scale, is_interleaved
+from kernels.ops.swiglu_gate.op import layout_constants
 from kernels.render import FAST_LAUNCH, render_module
 
 KERNEL = """
@@ -110,9 +110,6 @@ class DualSwigluGate(DualGemmFamily):
             family=self.name,
             problem=problem,
             params={k: params[k] for k in self.space(problem).choices},
-            fixed={
-                "INTERLEAVED": is_interleaved(problem),
-                "ROW_SCALE": has_row_scale(problem),
-            },
+            fixed=layout_constants(problem),
             summary=self.description,
         )

@@ -1,0 +1,153 @@
+"""qkv_rotary_weight_stream: the decode step's q/k/v projections and rotary as one weight stream.
+
+With a few rows (decode: M <= 64) the time is the time to read the three weights once. Each
+program owns BLOCK_N rotary pairs (a pair's first-half and second-half columns, as in
+qkv_rotary_dual) and streams those weight rows over its range of K tiles into two fp32
+accumulators, the whole padded M in one tile. How many programs share K is picked at run time
+from the shape and the device (matmul_weight_stream's split plan, two tiles per K step); the
+last program of a tile to arrive sums the partials in a fixed order (deterministic), then adds
+the bias, rotates and stores, as the dual family does. The dual family gives each program a
+whole K loop instead: on an H100 its Llama-2-7B decode step (8 rows, 32 heads) streamed the
+weights at about 2.7 TB/s (benchmarks/results/model_llama_decode_h100_v2_replay.json).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kernels.dual_gemm import SPLIT_PAIR_FN, DualStreamFamily
+from kernels.ops.matmul.families.weight_stream import SPLIT_PLAN
+from kernels.ops.qkv_rotary.families.dual import PAIRS_FN
+from kernels.ops.qkv_rotary.op import BIAS, has_bias
+from kernels.problem import Problem
+from kernels.render import FAST_LAUNCH, render_module
+
+KERNEL = """
+# The split is a run-time value, never specialized on: one binary serves every split.
+@triton.jit(do_not_specialize=["k_tiles_per_split", "splits"])
+def qkv_rotary_stream_kernel(
+    x_ptr, wq_ptr, wk_ptr, wv_ptr, cos_ptr, sin_ptr, bq_ptr, bk_ptr, bv_ptr, out_ptr,
+    ws_ptr, count_ptr, M, K, H, HKV, HALF, k_tiles_per_split, splits,
+    stride_xm, stride_wn, stride_cm, stride_om,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+):
+    # The splits of one tile are adjacent program ids: they run together, and the last one
+    # finds the others' partials still in L2. Tiles go along the pairs first.
+    tile = tl.program_id(0) // splits
+    split = tl.program_id(0) % splits
+    n_tiles = tl.cdiv((H + 2 * HKV) * HALF, BLOCK_N)
+    pid_m = tile // n_tiles
+    pid_n = tile % n_tiles
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    mask_m = offs_m < M
+    pairs, g, j, is_q, is_k, head, w_row = pair_columns(
+        pid_n, H, HKV, HALF, wq_ptr, wk_ptr, wv_ptr, stride_wn, BLOCK_N
+    )
+    offs_k = tl.max_contiguous(tl.multiple_of(tl.arange(0, BLOCK_K), BLOCK_K), BLOCK_K)
+    k_first = split * k_tiles_per_split
+    k_last = tl.minimum(k_first + k_tiles_per_split, tl.cdiv(K, BLOCK_K))
+    k0 = k_first * BLOCK_K
+    x_ptrs = x_ptr + offs_m[:, None].to(tl.int64) * stride_xm + (k0 + offs_k)[None, :]
+    w_ptrs = w_row[None, :] + (k0 + offs_k)[:, None]  # first halves; + HALF rows: second halves
+    second = HALF * stride_wn
+    acc1 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for ki in range(k_first, k_last):
+        k_ok = offs_k < K - ki * BLOCK_K
+        x = tl.load(x_ptrs, mask=mask_m[:, None] & k_ok[None, :], other=0.0)
+        # The weights are read exactly once: evict them first, so they do not push out of L2
+        # what others left there.
+        w1 = tl.load(w_ptrs, mask=k_ok[:, None], other=0.0, eviction_policy="evict_first")
+        w2 = tl.load(w_ptrs + second, mask=k_ok[:, None], other=0.0, eviction_policy="evict_first")
+        acc1 = tl.dot(x, w1, acc1)
+        acc2 = tl.dot(x, w2, acc2)
+        x_ptrs += BLOCK_K
+        w_ptrs += BLOCK_K
+    acc1, acc2, last = reduce_split_pair(
+        acc1, acc2, ws_ptr, count_ptr, tile, split, splits, mask_m, BLOCK_M, BLOCK_N
+    )
+    if last:
+        rotate_and_store(
+            acc1, acc2, offs_m, M, pairs, g, j, is_q, is_k, head, H, HKV, HALF,
+            cos_ptr, sin_ptr, bq_ptr, bk_ptr, bv_ptr, out_ptr, stride_cm, stride_om, HAS_BIAS,
+        )
+""".strip()
+
+TEMPLATE = (
+    """$HEADER
+
+import torch
+import triton
+import triton.language as tl
+from triton.runtime import driver
+
+$CONSTANTS
+
+
+"""
+    + FAST_LAUNCH
+    + "\n\n\n"
+    + SPLIT_PLAN
+    + "\n\n\n"
+    + SPLIT_PAIR_FN
+    + "\n\n\n"
+    + PAIRS_FN
+    + "\n\n\n"
+    + KERNEL
+    + """
+
+
+def run(x, w_q, w_k, w_v, cos, sin, *biases, out):
+    b_q, b_k, b_v = biases if HAS_BIAS else (out, out, out)  # any pointer; never read
+    x = x.contiguous()
+    M, K = x.shape
+    half = cos.shape[1]
+    H = w_q.shape[0] // (2 * half)
+    HKV = w_k.shape[0] // (2 * half)
+    # The split plan's N: the pairs, BLOCK_N of them a tile (two weight rows each).
+    pairs = (H + 2 * HKV) * half
+    tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(pairs, BLOCK_N)
+    args = (x, w_q, w_k, w_v, cos, sin, b_q, b_k, b_v, out)
+    sizes = (M, K, H, HKV, half)
+    strides = (x.stride(0), w_q.stride(0), cos.stride(0), out.stride(0))
+    meta = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, HAS_BIAS=HAS_BIAS)
+
+    def compile_kernel():  # the binary the launch below will use, compiled without a launch
+        ws, count = buffers(out.device, 1, 2, accumulators=2)
+        return qkv_rotary_stream_kernel.warmup(
+            *args, ws, count, *sizes, 2, 2, *strides, **meta,
+            grid=(1,), num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+        )
+
+    splits, k_tiles_per_split = plan(
+        out.device, M, pairs, K, x.element_size(), compile_kernel, accumulators=2
+    )
+    workspace, counters = buffers(out.device, tiles, splits, accumulators=2)
+    launch(qkv_rotary_stream_kernel, (tiles * splits,),
+        *args, workspace, counters, *sizes, k_tiles_per_split, splits, *strides, **meta,
+        num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+    )
+"""
+)
+
+
+class WeightStreamQkvRotary(DualStreamFamily):
+    name = "qkv_rotary_weight_stream"
+    op = "qkv_rotary"
+    layouts = ("", BIAS)  # three weights as the model has them, as qkv_rotary_dual reads them
+    description = (
+        "few-row weight stream: each program streams the q/k/v weight rows of BLOCK_N rotary "
+        "pairs over its K range once, split K picked per shape and device, rotary by the last"
+    )
+
+    def render(self, problem: Problem, params: Mapping[str, Any]) -> str:
+        return render_module(
+            TEMPLATE,
+            family=self.name,
+            problem=problem,
+            params={k: params[k] for k in self.space(problem).choices},
+            fixed={"HAS_BIAS": has_bias(problem)},
+            summary=self.description,
+        )
