@@ -461,7 +461,8 @@ def _residual_sites(g: _Graph, linears) -> list[Site]:
     that writes the sum (a matmul problem "NT[+bias]+res"), where PyTorch writes the product
     and a second pass reads it back. An add that broadcasts, scales (alpha) or works in
     place is left as it is, and so is a decode step's (at most SMALL_M rows): its add is a
-    few rows, and its GEMM is the weight-streaming families', which add no residual."""
+    few rows that Inductor fuses into the next norm, and a "+res" problem would shut out the
+    split-K families that stream such a GEMM's weights (matmul_weight_stream alone adds it)."""
     sites = []
     for node, x, bias, problem in linears:
         if problem.shape[0] <= SMALL_M:
