@@ -81,15 +81,15 @@ STREAMS = [("swiglu_gate", (8, 11008, 4096), layout) for layout in ("", "i8", "i
 
 @pytest.mark.parametrize(("op_name", "shape", "layout"), STREAMS)
 def test_the_two_weight_streams_in_bf16_on_the_gpu(op_name, shape, layout):
-    """swiglu_gate's and qkv_rotary's weight streams on decode shapes and odd ones: every
-    starting point and a forced split, correct in bf16 and bit-identical call to call (the
+    """swiglu_gate's and qkv_rotary's weight streams on decode shapes and odd ones: the first
+    two starting points and a forced split, correct in bf16 and bit-identical call to call (the
     splits' partials are summed in a fixed order)."""
     from kernels.checking import run_candidate
 
     op = all_ops()[op_name]
     problem = Problem(op_name, shape, "bf16", layout)
     family = next(f for f in op.families() if f.name == f"{op_name}_weight_stream")
-    points = family.starting_points(problem) + [{**family.default(problem), "SPLIT_K": 8}]
+    points = family.starting_points(problem)[:2] + [{**family.default(problem), "SPLIT_K": 8}]
     for params in points:
         source = family.render(problem, params)
         assert not check_source(op, problem, source, device="cuda"), params
