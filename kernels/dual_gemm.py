@@ -10,9 +10,12 @@ large tiles, grouped order so x tiles are reused from L2).
 
 from __future__ import annotations
 
+import abc
+from collections.abc import Mapping
 from typing import Any
 
 from kernels.problem import Family, ParamSpace, Problem
+from kernels.render import render_module
 
 SMEM_BYTES = 232_448  # H100/H200 per-block maximum
 MAX_ACC_REGS = 128  # fp32 accumulator registers per thread, both accumulators together
@@ -134,8 +137,24 @@ class DualStreamFamily(DualGemmFamily):
     """The weight-stream forms' space and starting points (few rows: a decode step): each
     program streams a BLOCK_N strip of both weights over its range of K tiles, SPLIT_K "auto"
     splits K per shape and device at run time (matmul_weight_stream's split plan), and the
-    splits' partials meet in SPLIT_PAIR_FN. What fits is DualGemmFamily's rule. Subclasses render
-    their own kernel."""
+    splits' partials meet in SPLIT_PAIR_FN. What fits is DualGemmFamily's rule. Subclasses give
+    their own kernel: `template`, with the module constants the problem sets (`fixed`)."""
+
+    template: str  # the candidate module's text ($HEADER, $CONSTANTS: kernels.render)
+
+    @abc.abstractmethod
+    def fixed(self, problem: Problem) -> dict[str, Any]:
+        """The module constants the problem sets (its layout's), not searched."""
+
+    def render(self, problem: Problem, params: Mapping[str, Any]) -> str:
+        return render_module(
+            self.template,
+            family=self.name,
+            problem=problem,
+            params={k: params[k] for k in self.space(problem).choices},
+            fixed=self.fixed(problem),
+            summary=self.description,
+        )
 
     def space(self, problem: Problem) -> ParamSpace:
         return ParamSpace(

@@ -245,7 +245,9 @@ def buffers(device, tiles, splits, accumulators=1):
     return _BUFFERS[key]
 '''.strip()
 
-TEMPLATE = (
+# A weight-stream module's start: its imports and constants, the fast launch and the split
+# plan (this family's, and the two-product streams' of swiglu_gate and qkv_rotary).
+STREAM_PRELUDE = (
     """$HEADER
 
 import torch
@@ -260,6 +262,10 @@ $CONSTANTS
     + FAST_LAUNCH
     + "\n\n\n"
     + SPLIT_PLAN
+)
+
+TEMPLATE = (
+    STREAM_PRELUDE
     + "\n\n\n"
     + snippets.TF32_FN
     + "\n\n\n"

@@ -96,6 +96,15 @@ def qkv_rotary_kernel(
     )
 """.strip()
 
+# run()'s first lines (shared with the weight stream): the biases and the sizes.
+OPERANDS = """
+    b_q, b_k, b_v = biases if HAS_BIAS else (out, out, out)  # any pointer; never read
+    M, K = x.shape
+    half = cos.shape[1]
+    H = w_q.shape[0] // (2 * half)
+    HKV = w_k.shape[0] // (2 * half)
+""".strip("\n")
+
 TEMPLATE = (
     """$HEADER
 
@@ -118,11 +127,9 @@ $CONSTANTS
 
 
 def run(x, w_q, w_k, w_v, cos, sin, *biases, out):
-    b_q, b_k, b_v = biases if HAS_BIAS else (out, out, out)  # any pointer; never read
-    M, K = x.shape
-    half = cos.shape[1]
-    H = w_q.shape[0] // (2 * half)
-    HKV = w_k.shape[0] // (2 * half)
+"""
+    + OPERANDS
+    + """
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv((H + 2 * HKV) * half, BLOCK_N)
     launch(
         qkv_rotary_kernel, (tiles,),

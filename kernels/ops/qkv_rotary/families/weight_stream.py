@@ -13,15 +13,13 @@ weights at about 2.7 TB/s (benchmarks/results/model_llama_decode_h100_v2_replay.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from kernels.dual_gemm import SPLIT_PAIR_FN, DualStreamFamily
-from kernels.ops.matmul.families.weight_stream import SPLIT_PLAN
-from kernels.ops.qkv_rotary.families.dual import PAIRS_FN
+from kernels.ops.matmul.families.weight_stream import STREAM_PRELUDE
+from kernels.ops.qkv_rotary.families.dual import OPERANDS, PAIRS_FN
 from kernels.ops.qkv_rotary.op import BIAS, has_bias
 from kernels.problem import Problem
-from kernels.render import FAST_LAUNCH, render_module
 
 KERNEL = """
 # The split is a run-time value, never specialized on: one binary serves every split.
@@ -76,20 +74,7 @@ def qkv_rotary_stream_kernel(
 """.strip()
 
 TEMPLATE = (
-    """$HEADER
-
-import torch
-import triton
-import triton.language as tl
-from triton.runtime import driver
-
-$CONSTANTS
-
-
-"""
-    + FAST_LAUNCH
-    + "\n\n\n"
-    + SPLIT_PLAN
+    STREAM_PRELUDE
     + "\n\n\n"
     + SPLIT_PAIR_FN
     + "\n\n\n"
@@ -100,12 +85,10 @@ $CONSTANTS
 
 
 def run(x, w_q, w_k, w_v, cos, sin, *biases, out):
-    b_q, b_k, b_v = biases if HAS_BIAS else (out, out, out)  # any pointer; never read
+"""
+    + OPERANDS
+    + """
     x = x.contiguous()
-    M, K = x.shape
-    half = cos.shape[1]
-    H = w_q.shape[0] // (2 * half)
-    HKV = w_k.shape[0] // (2 * half)
     # The split plan's N: the pairs, BLOCK_N of them a tile (two weight rows each).
     pairs = (H + 2 * HKV) * half
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(pairs, BLOCK_N)
@@ -142,12 +125,7 @@ class WeightStreamQkvRotary(DualStreamFamily):
         "pairs over its K range once, split K picked per shape and device, rotary by the last"
     )
 
-    def render(self, problem: Problem, params: Mapping[str, Any]) -> str:
-        return render_module(
-            TEMPLATE,
-            family=self.name,
-            problem=problem,
-            params={k: params[k] for k in self.space(problem).choices},
-            fixed={"HAS_BIAS": has_bias(problem)},
-            summary=self.description,
-        )
+    template = TEMPLATE
+
+    def fixed(self, problem: Problem) -> dict[str, Any]:
+        return {"HAS_BIAS": has_bias(problem)}

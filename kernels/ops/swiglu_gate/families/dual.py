@@ -57,6 +57,21 @@ def swiglu_gate_kernel(
     tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=mask)
 """.strip()
 
+# run()'s first lines (shared with the weight stream): the two weights (or views of the
+# interleaved one), the row scale and the sizes.
+OPERANDS = """
+    M, K = x.shape
+    scale = out  # any pointer when there is no row scale; never read
+    if ROW_SCALE:  # the interleaved weight, then the float32 (M,) row scale
+        weights, scale = weights[:1], weights[1].contiguous()
+    if INTERLEAVED:  # one (2N, K) weight: up's rows start 8 rows after gate's
+        (w,) = weights
+        N, w_gate, w_up = w.shape[0] // 2, w, w[8:]
+    else:
+        w_gate, w_up = weights
+        N = w_gate.shape[0]
+""".strip("\n")
+
 TEMPLATE = (
     """$HEADER
 
@@ -77,16 +92,9 @@ $CONSTANTS
 
 
 def run(x, *weights, out):
-    M, K = x.shape
-    scale = None
-    if ROW_SCALE:  # the interleaved weight, then the float32 (M,) row scale
-        weights, scale = weights[:1], weights[1].contiguous()
-    if INTERLEAVED:  # one (2N, K) weight: up's rows start 8 rows after gate's
-        (w,) = weights
-        N, w_gate, w_up = w.shape[0] // 2, w, w[8:]
-    else:
-        w_gate, w_up = weights
-        N = w_gate.shape[0]
+"""
+    + OPERANDS
+    + """
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
     launch(
         swiglu_gate_kernel, (tiles,),

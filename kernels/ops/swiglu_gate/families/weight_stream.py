@@ -17,14 +17,13 @@ gate row at 16 (j // 8) + j % 8, its up row 8 further), read in place.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from kernels.dual_gemm import SPLIT_PAIR_FN, DualStreamFamily
-from kernels.ops.matmul.families.weight_stream import SPLIT_PLAN
+from kernels.ops.matmul.families.weight_stream import STREAM_PRELUDE
+from kernels.ops.swiglu_gate.families.dual import OPERANDS
 from kernels.ops.swiglu_gate.op import layout_constants
 from kernels.problem import Problem
-from kernels.render import FAST_LAUNCH, render_module
 
 KERNEL = """
 # The split is a run-time value, never specialized on: one binary serves every split.
@@ -84,20 +83,7 @@ def swiglu_gate_stream_kernel(
 """.strip()
 
 TEMPLATE = (
-    """$HEADER
-
-import torch
-import triton
-import triton.language as tl
-from triton.runtime import driver
-
-$CONSTANTS
-
-
-"""
-    + FAST_LAUNCH
-    + "\n\n\n"
-    + SPLIT_PLAN
+    STREAM_PRELUDE
     + "\n\n\n"
     + SPLIT_PAIR_FN
     + "\n\n\n"
@@ -106,16 +92,9 @@ $CONSTANTS
 
 
 def run(x, *weights, out):
-    M, K = x.shape
-    scale = out  # any pointer when there is no row scale; never read
-    if ROW_SCALE:  # the interleaved weight, then the float32 (M,) row scale
-        weights, scale = weights[:1], weights[1].contiguous()
-    if INTERLEAVED:  # one (2N, K) weight: up's rows start 8 rows after gate's
-        (w,) = weights
-        N, w_gate, w_up = w.shape[0] // 2, w, w[8:]
-    else:
-        w_gate, w_up = weights
-        N = w_gate.shape[0]
+"""
+    + OPERANDS
+    + """
     x = x.contiguous()
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
     strides = (x.stride(0), w_gate.stride(0), out.stride(0))
@@ -149,12 +128,7 @@ class WeightStreamSwigluGate(DualStreamFamily):
         "over its K range once, split K picked per shape and device, silu(gate) * up by the last"
     )
 
-    def render(self, problem: Problem, params: Mapping[str, Any]) -> str:
-        return render_module(
-            TEMPLATE,
-            family=self.name,
-            problem=problem,
-            params={k: params[k] for k in self.space(problem).choices},
-            fixed=layout_constants(problem),
-            summary=self.description,
-        )
+    template = TEMPLATE
+
+    def fixed(self, problem: Problem) -> dict[str, Any]:
+        return layout_constants(problem)
