@@ -22,12 +22,15 @@ MAX_ACC_REGS = 128  # fp32 accumulator registers per thread, both accumulators t
 SMALL_M = 16  # at most this many rows: the weight-streaming regime
 
 
-# The weight-stream forms (few rows, K split over programs) share one reduction of their two
-# accumulators: each split stores its two fp32 partials to its own slab and counts itself in
-# on the tile's counter; the last to arrive sums every split's partials in split order
-# 0, 1, 2, ... (not arrival order: bit-identical results call to call) and alone goes on to
-# the epilogue. The counters re-arm to zero. The slabs are (tiles, splits, 2, BLOCK_M, BLOCK_N).
-SPLIT_PAIR_FN = """
+# The weight-stream forms (few rows, K split over programs) share their main loop and the
+# reduction of their two accumulators. stream_pair: this split's range of K tiles, x's rows
+# against two weight strips (each column's row pointer, w1_rows / w2_rows), read once with
+# evict-first loads. reduce_split_pair: each split stores its two fp32 partials to its own slab
+# and counts itself in on the tile's counter; the last to arrive sums every split's partials in
+# split order 0, 1, 2, ... (not arrival order: bit-identical results call to call) and alone
+# goes on to the epilogue. The counters re-arm to zero. The slabs are (tiles, splits, 2,
+# BLOCK_M, BLOCK_N).
+STREAM_PAIR_FN = """
 @triton.jit
 def reduce_split_pair(acc1, acc2, ws_ptr, count_ptr, tile, split, splits, mask_m,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
@@ -54,6 +57,39 @@ def reduce_split_pair(acc1, acc2, ws_ptr, count_ptr, tile, split, splits, mask_m
                 )
             tl.atomic_xchg(count_ptr + tile, 0)  # re-armed for the next call
     return acc1, acc2, last
+
+
+@triton.jit
+def stream_pair(
+    x_ptr, w1_rows, w2_rows, ws_ptr, count_ptr, offs_m, mask_m, K, tile, split, splits,
+    k_tiles_per_split, stride_xm,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):
+    offs_k = tl.max_contiguous(tl.multiple_of(tl.arange(0, BLOCK_K), BLOCK_K), BLOCK_K)
+    k_first = split * k_tiles_per_split
+    k_last = tl.minimum(k_first + k_tiles_per_split, tl.cdiv(K, BLOCK_K))
+    k0 = k_first * BLOCK_K
+    # 64-bit offsets: a weight may hold up to 2**34 elements.
+    x_ptrs = x_ptr + offs_m[:, None].to(tl.int64) * stride_xm + (k0 + offs_k)[None, :]
+    w1_ptrs = w1_rows[None, :] + (k0 + offs_k)[:, None]  # (BLOCK_K, BLOCK_N): the W^T tiles
+    w2_ptrs = w2_rows[None, :] + (k0 + offs_k)[:, None]
+    acc1 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for ki in range(k_first, k_last):
+        k_ok = offs_k < K - ki * BLOCK_K
+        x = tl.load(x_ptrs, mask=mask_m[:, None] & k_ok[None, :], other=0.0)
+        # The weights are read exactly once: evict them first, so they do not push out of L2
+        # what others left there.
+        w1 = tl.load(w1_ptrs, mask=k_ok[:, None], other=0.0, eviction_policy="evict_first")
+        w2 = tl.load(w2_ptrs, mask=k_ok[:, None], other=0.0, eviction_policy="evict_first")
+        acc1 = tl.dot(x, w1, acc1)
+        acc2 = tl.dot(x, w2, acc2)
+        x_ptrs += BLOCK_K
+        w1_ptrs += BLOCK_K
+        w2_ptrs += BLOCK_K
+    return reduce_split_pair(
+        acc1, acc2, ws_ptr, count_ptr, tile, split, splits, mask_m, BLOCK_M, BLOCK_N
+    )
 """.strip()
 
 
@@ -137,7 +173,7 @@ class DualStreamFamily(DualGemmFamily):
     """The weight-stream forms' space and starting points (few rows: a decode step): each
     program streams a BLOCK_N strip of both weights over its range of K tiles, SPLIT_K "auto"
     splits K per shape and device at run time (matmul_weight_stream's split plan), and the
-    splits' partials meet in SPLIT_PAIR_FN. What fits is DualGemmFamily's rule. Subclasses give
+    splits' partials meet in STREAM_PAIR_FN. What fits is DualGemmFamily's rule. Subclasses give
     their own kernel: `template`, with the module constants the problem sets (`fixed`)."""
 
     template: str  # the candidate module's text ($HEADER, $CONSTANTS: kernels.render)

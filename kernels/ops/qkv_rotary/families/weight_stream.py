@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernels.dual_gemm import SPLIT_PAIR_FN, DualStreamFamily
+from kernels.dual_gemm import STREAM_PAIR_FN, DualStreamFamily
 from kernels.ops.matmul.families.weight_stream import STREAM_PRELUDE
 from kernels.ops.qkv_rotary.families.dual import OPERANDS, PAIRS_FN
 from kernels.ops.qkv_rotary.op import BIAS, has_bias
@@ -43,28 +43,10 @@ def qkv_rotary_stream_kernel(
     pairs, g, j, is_q, is_k, head, w_row = pair_columns(
         pid_n, H, HKV, HALF, wq_ptr, wk_ptr, wv_ptr, stride_wn, BLOCK_N
     )
-    offs_k = tl.max_contiguous(tl.multiple_of(tl.arange(0, BLOCK_K), BLOCK_K), BLOCK_K)
-    k_first = split * k_tiles_per_split
-    k_last = tl.minimum(k_first + k_tiles_per_split, tl.cdiv(K, BLOCK_K))
-    k0 = k_first * BLOCK_K
-    x_ptrs = x_ptr + offs_m[:, None].to(tl.int64) * stride_xm + (k0 + offs_k)[None, :]
-    w_ptrs = w_row[None, :] + (k0 + offs_k)[:, None]  # first halves; + HALF rows: second halves
-    second = HALF * stride_wn
-    acc1 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    acc2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for ki in range(k_first, k_last):
-        k_ok = offs_k < K - ki * BLOCK_K
-        x = tl.load(x_ptrs, mask=mask_m[:, None] & k_ok[None, :], other=0.0)
-        # The weights are read exactly once: evict them first, so they do not push out of L2
-        # what others left there.
-        w1 = tl.load(w_ptrs, mask=k_ok[:, None], other=0.0, eviction_policy="evict_first")
-        w2 = tl.load(w_ptrs + second, mask=k_ok[:, None], other=0.0, eviction_policy="evict_first")
-        acc1 = tl.dot(x, w1, acc1)
-        acc2 = tl.dot(x, w2, acc2)
-        x_ptrs += BLOCK_K
-        w_ptrs += BLOCK_K
-    acc1, acc2, last = reduce_split_pair(
-        acc1, acc2, ws_ptr, count_ptr, tile, split, splits, mask_m, BLOCK_M, BLOCK_N
+    # First halves' rows, and HALF rows on, the second halves'.
+    acc1, acc2, last = stream_pair(
+        x_ptr, w_row, w_row + HALF * stride_wn, ws_ptr, count_ptr, offs_m, mask_m, K, tile,
+        split, splits, k_tiles_per_split, stride_xm, BLOCK_M, BLOCK_N, BLOCK_K,
     )
     if last:
         rotate_and_store(
@@ -76,7 +58,7 @@ def qkv_rotary_stream_kernel(
 TEMPLATE = (
     STREAM_PRELUDE
     + "\n\n\n"
-    + SPLIT_PAIR_FN
+    + STREAM_PAIR_FN
     + "\n\n\n"
     + PAIRS_FN
     + "\n\n\n"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernels.dual_gemm import SPLIT_PAIR_FN, DualStreamFamily
+from kernels.dual_gemm import STREAM_PAIR_FN, DualStreamFamily
 from kernels.ops.matmul.families.weight_stream import STREAM_PRELUDE
 from kernels.ops.swiglu_gate.families.dual import OPERANDS
 from kernels.ops.swiglu_gate.op import layout_constants
@@ -43,34 +43,16 @@ def swiglu_gate_stream_kernel(
     pid_n = tile % n_tiles
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_k = tl.max_contiguous(tl.multiple_of(tl.arange(0, BLOCK_K), BLOCK_K), BLOCK_K)
     mask_m = offs_m < M
     mask_n = offs_n < N
     # Columns past N read column 0 (dropped by the store mask): the weight loads need K masks only.
     cols = tl.where(mask_n, offs_n, 0)
     if INTERLEAVED:  # output j's gate row is 16 (j // 8) + j % 8, its up row 8 on
         cols = (cols // 8) * 16 + cols % 8
-    k_first = split * k_tiles_per_split
-    k_last = tl.minimum(k_first + k_tiles_per_split, tl.cdiv(K, BLOCK_K))
-    k0 = k_first * BLOCK_K
-    # 64-bit offsets: a weight may hold up to 2**34 elements.
-    x_ptrs = x_ptr + offs_m[:, None].to(tl.int64) * stride_xm + (k0 + offs_k)[None, :]
-    w_off = cols[None, :].to(tl.int64) * stride_wn + (k0 + offs_k)[:, None]  # the W^T tile
-    gate = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    up = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for ki in range(k_first, k_last):
-        k_ok = offs_k < K - ki * BLOCK_K
-        x = tl.load(x_ptrs, mask=mask_m[:, None] & k_ok[None, :], other=0.0)
-        # The weights are read exactly once: evict them first, so they do not push out of L2
-        # what others left there.
-        wg = tl.load(wg_ptr + w_off, mask=k_ok[:, None], other=0.0, eviction_policy="evict_first")
-        wu = tl.load(wu_ptr + w_off, mask=k_ok[:, None], other=0.0, eviction_policy="evict_first")
-        gate = tl.dot(x, wg, gate)
-        up = tl.dot(x, wu, up)
-        x_ptrs += BLOCK_K
-        w_off += BLOCK_K
-    gate, up, last = reduce_split_pair(
-        gate, up, ws_ptr, count_ptr, tile, split, splits, mask_m, BLOCK_M, BLOCK_N
+    rows = cols.to(tl.int64) * stride_wn
+    gate, up, last = stream_pair(
+        x_ptr, wg_ptr + rows, wu_ptr + rows, ws_ptr, count_ptr, offs_m, mask_m, K, tile, split,
+        splits, k_tiles_per_split, stride_xm, BLOCK_M, BLOCK_N, BLOCK_K,
     )
     if last:
         if ROW_SCALE:  # an RMSNorm folded in: each row's scale, before the gating
@@ -85,7 +67,7 @@ def swiglu_gate_stream_kernel(
 TEMPLATE = (
     STREAM_PRELUDE
     + "\n\n\n"
-    + SPLIT_PAIR_FN
+    + STREAM_PAIR_FN
     + "\n\n\n"
     + KERNEL
     + """
