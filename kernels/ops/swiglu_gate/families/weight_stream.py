@@ -8,8 +8,10 @@ programs share K is picked at run time from the shape and the device (matmul_wei
 split plan, with two tiles per K step and two partials per split); the last program of a tile
 to arrive sums the partials in split order 0, 1, 2, ... (deterministic), applies layout
 i8+rowscale's row scale and writes silu(gate) * up once. The dual family (swiglu_gate_dual)
-gives each program a whole K loop instead: at 8x11008x4096 on an H100 that streamed the
-weights more slowly than cuBLAS's one GEMM over both (75.3 against 67.2 us a layer).
+gives each program a whole K loop instead. On an H100 at 8x11008x4096 its best screened point
+took 75.3 us (results/model_llama_decode_h100_run2_screen.json, 2026-11-24), where in the
+compiled model cuBLAS ran both products in 67.2 us a layer (134.3 us for two layers in the
+kernel table of results/model_llama_decode_h100_v2_replay.json): two runs, not one A/B.
 
 Layouts: two (N, K) weights, or "i8"/"i8+rowscale"'s one interleaved (2N, K) matrix (output j's
 gate row at 16 (j // 8) + j % 8, its up row 8 further), read in place.
