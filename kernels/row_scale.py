@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 TAG = "rowscale"  # the layouts' part that says an RMSNorm is folded in
+TOP = 6  # powers_of_two's largest scale is 2**TOP unless a caller lowers it
 
 
 def rms_scale(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -34,6 +35,6 @@ def spread_rows(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return (x.float() * spread).to(x.dtype)
 
 
-def powers_of_two(rows: int, gen: torch.Generator, device) -> torch.Tensor:
-    """Row scales 1/64 to 64, powers of two: exact products, so any row's slip shows."""
-    return 2.0 ** torch.randint(-6, 7, (rows,), generator=gen, device=device).float()
+def powers_of_two(rows: int, gen: torch.Generator, device, *, top: int = TOP) -> torch.Tensor:
+    """Row scales 1/64 to 2**top, powers of two: exact products, so any row's slip shows."""
+    return 2.0 ** torch.randint(-6, top + 1, (rows,), generator=gen, device=device).float()

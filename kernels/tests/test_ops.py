@@ -185,3 +185,29 @@ def test_qkv_rotary_with_bias_adds_each_projections_bias_before_the_rotation():
     late = op.reference(plain, x, wq, wk, wv, cos, sin) + torch.cat([bq, bk, bv]).double()
     assert not compare(late, ref, op.tolerance(problem)).passed
     assert torch.allclose(late[:, 64:], ref[:, 64:])
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "layout"),
+    [
+        ("swiglu_gate", (4, 16, 4096), ""),
+        ("swiglu_gate", (4, 16, 4096), "i8"),
+        ("swiglu_gate", (4, 16, 4096), "i8+rowscale"),
+        ("qkv_rotary", (4, 2, 1, 16, 4096), "i8+rowscale+kv_heads=1"),
+    ],
+)
+def test_its_adversarial_cases_fit_fp16_at_a_deep_k(name, shape, layout):
+    # With half of x's entries ones, silu(gate) * up (and a sum times a row scale of 64) passed
+    # fp16's 65,504 from K of about 1,024: the case's reference was Inf in fp16 and every
+    # kernel, the baseline too, failed it.
+    op = all_ops()[name]
+    problem = Problem(name, shape, "fp16", layout)
+    out = torch.empty(op.output_spec(problem).shape, dtype=torch.float16)
+    for case, inputs in op.adversarial_inputs(problem, seed=0, device="cpu").items():
+        ref = op.reference(problem, *inputs)
+        assert ref.abs().max() <= torch.finfo(torch.float16).max, case
+        result = op.baseline_output(problem, *inputs, out=out)
+        assert compare(result, ref, op.tolerance(problem)).passed, case
+    # The 0/1 rows still reach the last K tile: a kernel that skips it fails the case.
+    x = op.adversarial_inputs(problem, seed=0, device="cpu")["zero_one"][0]
+    assert x[:, -64:].sum() > 0 and x[:, :64].sum() > 0

@@ -44,7 +44,7 @@ import re
 
 import torch
 
-from kernels import row_scale
+from kernels import row_scale, zero_one
 from kernels.problem import Op, OutputSpec, ProblemError, Tolerance
 
 BIAS = "+bias"
@@ -276,17 +276,22 @@ class QkvRotaryOp(Op):
         gen = torch.Generator(device=device).manual_seed(seed + 5)
 
         def ints(t):  # 0/1 entries: exact sums, any slip in which row feeds which head shows
-            return torch.randint(0, 2, t.shape, generator=gen, device=device).to(t.dtype)
+            return zero_one.like(t, gen)
 
+        # An output is at most 2 * scale * (ones in x's row) + 1 (a rotation mixes two sums):
+        # x's rows hold as many ones as keep that within half the dtype (kernels/zero_one.py).
+        scaled = has_row_scale(problem)
+        ones = int(torch.finfo(x.dtype).max) // (4 * (2**row_scale.TOP if scaled else 1))
         # Distinct weights per projection and per half-head, so a swapped q/k/v or a swapped
         # half is not hidden by symmetric inputs; cos = 0, sin = 1 is a pure swap of halves.
         swap = (torch.zeros_like(cos), torch.ones_like(sin))
+        x01 = zero_one.rows(x, gen, at_most=ones)
         cases = {
-            "zero_one": (ints(x), ints(wq), ints(wk), ints(wv), cos, sin, *map(ints, biases)),
+            "zero_one": (x01, ints(wq), ints(wk), ints(wv), cos, sin, *map(ints, biases)),
             "swap_halves": (x, wq, wk, wv, *swap, *biases),
         }
         scales = {}
-        if has_row_scale(problem):
+        if scaled:
             scales = {
                 "zero_one": row_scale.powers_of_two(problem.shape[0], gen, device),
                 "swap_halves": row_scale.rms_scale(x),

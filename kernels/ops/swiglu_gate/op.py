@@ -28,7 +28,7 @@ import math
 
 import torch
 
-from kernels import row_scale
+from kernels import row_scale, zero_one
 from kernels.problem import Op, OutputSpec, ProblemError, Tolerance
 
 INTERLEAVED = "i8"
@@ -134,13 +134,15 @@ class SwigluGateOp(Op):
         m, _, k = problem.shape
         # Gates spread wide and shifted negative: silu runs from saturated-off to linear.
         wide = (wg.float() * 4 - 3 * k**-0.5).to(wg.dtype)
-        # 0/1 entries: exact sums, so a slip in which rows feed which product shows.
+        # 0/1 entries: exact sums, so a slip in which rows feed which product shows. The output
+        # is about (scale * ones in x's row)**2: fp16 rows get fewer ones and row scales up to
+        # 4, so that it stays inside the dtype (kernels/zero_one.py).
         gen = torch.Generator(device=device).manual_seed(seed + 7)
-        ints = [
-            torch.randint(0, 2, t.shape, generator=gen, device=device).to(t.dtype)
-            for t in (x, wg, wu)
-        ]
-        twos = None if scale is None else row_scale.powers_of_two(m, gen, device)
+        top = 2 if x.dtype == torch.float16 else row_scale.TOP
+        reach = 1 if scale is None else 2**top
+        ones = math.isqrt(int(torch.finfo(x.dtype).max) // 2) // reach
+        ints = (zero_one.rows(x, gen, at_most=ones), zero_one.like(wg, gen), zero_one.like(wu, gen))
+        twos = None if scale is None else row_scale.powers_of_two(m, gen, device, top=top)
         return {
             "wide_gates": self._as_layout(problem, x, wide, wu, scale),
             "zero_one": self._as_layout(problem, *ints, twos),
