@@ -4,8 +4,10 @@
 # every device call's carry (each call sends the tree again; a path it does not carry is gone
 # there, also under a job that an earlier call left running).
 #   .whl/site312.tar.xz   requirements.txt's packages for the image's Python 3.12, less torch,
-#                         triton, numpy, litellm and ncu-report (device_env.sh says why) and the
-#                         packages the image already has; packed at the archive's root
+#                         triton, numpy, litellm and ncu-report (device_env.sh says why), plotly
+#                         (the pages draw with the vendored plotly.js; no Python code imports it:
+#                         3.8 MB that let the CUTLASS wheel fit one call's carry) and the packages
+#                         the image already has; packed at the archive's root
 #   .whl/nvidia_cutlass-4.2.0.0-py3-none-any.whl   the CUTLASS headers
 #   .sandbox-bin/bwrap    Debian's bubblewrap (the image has none), from `make sandbox-deps`
 set -euo pipefail
@@ -18,7 +20,7 @@ for p in manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_24_x86_64 manyl
     platforms+=(--platform "$p")
 done
 py312=(--python-version 3.12 --implementation cp --only-binary=:all: "${platforms[@]}")
-grep -Ev '^(#|$|torch=|triton=|numpy=|litellm=|ncu-report=)' requirements.txt >"$work/req.txt"
+grep -Ev '^(#|$|torch=|triton=|numpy=|litellm=|ncu-report=|plotly=)' requirements.txt >"$work/req.txt"
 python3 -m pip download -q "${py312[@]}" -d "$work/dl" -r "$work/req.txt"
 # What the image has (KINDS.md's package list) or does not need: cutlass travels as its wheel.
 skip='^(numpy|scipy|cuda_|networkx|nvidia_cutlass|attrs|anyio|certifi|charset_normalizer|click-'
