@@ -5,8 +5,8 @@ search, no budget cut): to compare a family's schedules at a model's shape on th
         --layout i8+bias+kv_heads=4 --family qkv_rotary_cutlass_sm90 \\
         --changes '[{}, {"SCHEDULER": "streamk"}]' --out F.json
 
-Each change is applied to the family's default point ("starting" adds the family's starting
-points). The points go through the harness's screen (harness/screen.py): rendered from the
+Each change is applied to the family's default point ("starting" adds the op's starting points
+of the family). The points go through the harness's screen (harness/screen.py): rendered from the
 registry, compiled in parallel, checked against the op's reference at the shape and a tail
 shape, timed interleaved with the eager baseline by CUDA events (OFFLINE: L2 flushed). A screen
 ranks; it is not a verdict (harness/judge is).
@@ -47,8 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     family = next(f for f in op.families() if f.name == args.family)
     default = family.default(problem)
     params = [{**default, **change} for change in json.loads(args.changes)]
-    if args.starting:
-        params += family.starting_points(problem)
+    if args.starting:  # the op's starting points of this family (partial, as a search takes them)
+        params += [
+            {**default, **p} for name, p in op.starting_points(problem) if name == family.name
+        ]
     unique = list({json.dumps(p, sort_keys=True): p for p in params}.values())
     refused = {
         json.dumps(p, sort_keys=True): why for p in unique if (why := family.check(problem, p))

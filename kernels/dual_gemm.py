@@ -155,9 +155,11 @@ class DualGemmFamily(Family):
         return None
 
 
-# Where a weight stream starts (few rows), best first. Not measured yet: the neighbours of
-# matmul_weight_stream's decode leaders (kernels/ops/matmul/starting_points.py), with BLOCK_N
-# halved since each K step streams two strips of it; the model job's screen times them.
+# Where a weight stream starts (few rows), best first: the neighbours of matmul_weight_stream's
+# decode leaders (kernels/ops/matmul/starting_points.py), with BLOCK_N halved since each K step
+# streams two strips of it. H100, 2026-12-06 (results/decode_streams_probe_h100.json): the first
+# led swiglu_gate 8x11008x4096 (65.6 us; 4 stages 65.5), the second qkv_rotary 8x32x32x128x4096
+# (40.3 us); 2 or 8 warps and BLOCK_N 16 lost (up to 80.8 us).
 SMALL_M_GRID = (  # (BLOCK_N, BLOCK_K, NUM_STAGES, NUM_WARPS)
     (32, 256, 3, 4),
     (64, 128, 4, 4),
