@@ -45,6 +45,7 @@ CONFIGS = {
     "g8_t64x256x64_c1x1_ping": ((64, 256, 64), (1, 1), 1, 0),
     "g8q_t64x256x64_c1x1_ping": ((64, 256, 64), (1, 1), 1, 1),
 }
+TILE_ORDER = (1, 0)  # swizzle, raster: CUTLASS's own (kf::TileOrder)
 SHAPES = {  # (M tokens, N hidden, K model dim)
     "qwen2_7b_2x1024": (2048, 18944, 3584),
     "llama3_8b_2x1024": (2048, 14336, 4096),
@@ -88,9 +89,11 @@ def build(out_dir: Path, jobs: int, names: list[str] | None = None) -> dict:
 def load(path: Path):
     lib = ctypes.CDLL(str(path))
     p, i, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
-    lib.kf_swiglu.argtypes = [p, p, p, i, i, i, i64, i64, i64, p, i64, p]
+    # kf_swiglu's ABI 3 (the family's FUNCTIONS): x, w, row scale, out, m, n, k, the strides,
+    # the tile order (swizzle, raster), workspace, its bytes, stream
+    lib.kf_swiglu.argtypes = [p, p, p, p, i, i, i, i64, i64, i64, i, i, p, i64, p]
     lib.kf_swiglu.restype = i
-    lib.kf_workspace_size.argtypes = [i, i, i]
+    lib.kf_workspace_size.argtypes = [i] * 5
     lib.kf_workspace_size.restype = i64
     lib.kf_last_error.restype = ctypes.c_char_p
     lib.kf_describe.restype = ctypes.c_char_p
@@ -131,11 +134,12 @@ def probe_shape(shape, libs: dict, compile_too: bool) -> dict:
     row["configs"] = {}
     for name, lib in libs.items():
         out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-        ws = torch.empty(max(1, lib.kf_workspace_size(m, n, k)), device="cuda", dtype=torch.uint8)
+        ws_bytes = lib.kf_workspace_size(m, n, k, *TILE_ORDER)
+        ws = torch.empty(max(1, ws_bytes), device="cuda", dtype=torch.uint8)
 
         def ours(lib=lib, out=out, ws=ws):
-            code = lib.kf_swiglu(x.data_ptr(), w.data_ptr(), out.data_ptr(), m, n, k, k, k, n,
-                                 ws.data_ptr(), ws.numel(), stream)  # fmt: skip
+            code = lib.kf_swiglu(x.data_ptr(), w.data_ptr(), None, out.data_ptr(), m, n, k, k, k,
+                                 n, *TILE_ORDER, ws.data_ptr(), ws.numel(), stream)  # fmt: skip
             if code:
                 raise RuntimeError(lib.kf_last_error().decode())
             return out

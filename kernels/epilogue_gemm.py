@@ -34,6 +34,7 @@ ALIGN = 8  # TMA: 16-byte aligned rows of fp16/bf16
 ELEMENT_CODES = {"bf16": 0, "fp16": 1}
 SCHEDULE_CODES = {"cooperative": 0, "pingpong": 1}
 SCHEDULER_CODES = {"persistent": 0, "streamk": 1}
+RASTER_CODES = {"heuristic": 0, "along_m": 1, "along_n": 2}  # kf::TileOrder's raster
 
 CUDA_SOURCE = r"""__CUDA_SOURCE__"""
 
@@ -68,11 +69,16 @@ def checked(lib, abi_version):
 _WORKSPACE_BYTES = {}  # (m, n, k) -> bytes: asked of the library once per shape, not per call
 
 
+def tile_order():
+    """This point's kf::TileOrder (swizzle, raster): run-time scheduler arguments."""
+    return SWIZZLE, RASTER_CODES[RASTER]
+
+
 def workspace(lib, m, n, k, device):
     """(bytes, tensor or None) of CUTLASS's workspace for an (m, n, k) GEMM; stream-ordered:
     freed after the launch, reused only behind it."""
     if (m, n, k) not in _WORKSPACE_BYTES:
-        _WORKSPACE_BYTES[(m, n, k)] = lib.kf_workspace_size(m, n, k)
+        _WORKSPACE_BYTES[(m, n, k)] = lib.kf_workspace_size(m, n, k, *tile_order())
     size = _WORKSPACE_BYTES[(m, n, k)]
     return size, (torch.empty(size, dtype=torch.uint8, device=device) if size else None)
 
@@ -147,6 +153,17 @@ DEFAULT_TILE = {
 # Ping-pong tiles: each warpgroup's epilogue runs under the other's mainloop (the leader at
 # 16384x2816x1024, a short K, in swiglu_cutlass_probe_h200_tanh.json).
 PINGPONG = {"TILE_N": 128, "SCHEDULE": "pingpong"}
+# Run-time levers, the same build (a library's builds leave them out): kf::TileOrder, the order
+# the persistent CTAs take the output tiles in.
+ORDER_CHOICES: dict[str, list[Any]] = {
+    "RASTER": ["heuristic", "along_m", "along_n"],
+    "SWIZZLE": [1, 2, 4, 8],
+}
+DEFAULT_ORDER = {"RASTER": "heuristic", "SWIZZLE": 1}  # CUTLASS's own
+# The order of the matmul family's CUTLASS winners at GPT-style MLP shapes on an H200 (bias +
+# GELU at 4096x4096x1024, 1.77x torch: model_gpt_block_h200.json; at 2048x16384x4096, 1.19x:
+# model_gptj_block_h200_roofplan.json): along N, 8 tiles swept together.
+ALONG_N = {"RASTER": "along_n", "SWIZZLE": 8}
 
 
 class EpilogueGemmFamily(Family):
@@ -161,7 +178,12 @@ class EpilogueGemmFamily(Family):
         raise NotImplementedError
 
     def space(self, problem: Problem) -> ParamSpace:
-        return ParamSpace(TILE_CHOICES | self.extra_choices, constraints=TILE_CONSTRAINTS)
+        return ParamSpace(
+            TILE_CHOICES | self.extra_choices | ORDER_CHOICES, constraints=TILE_CONSTRAINTS
+        )
+
+    def default(self, problem: Problem) -> dict[str, Any]:
+        return {**DEFAULT_TILE, **DEFAULT_ORDER}
 
     def check(self, problem: Problem, params: Mapping[str, Any]) -> str | None:
         if (why := super().check(problem, params)) is not None:

@@ -15,6 +15,7 @@
 //   KF_SCHEDULER 0: persistent (whole tiles), 1: stream-K (CUTLASS's heuristic decomposition,
 //                deterministic reduction: the partial tiles are added before the epilogue
 //                sees the accumulators, so an op's epilogue is the same for both)
+// Run-time levers (no rebuild): the order the tiles are taken in (kf::TileOrder).
 
 #include <cstdint>
 #include <cstdio>
@@ -166,6 +167,15 @@ inline int sm_count(int device) {
   return counts[device];
 }
 
+// The order the persistent CTAs take output tiles in, a scheduler argument: raster 0 is
+// CUTLASS's heuristic (along M where N has more tiles), 1 along M, 2 along N; swizzle (1, 2,
+// 4, 8) tiles of the other dimension swept together, so neighbouring CTAs share operand tiles
+// in L2. The matmul family's winners often take one other than the default (along N, 8).
+struct TileOrder {
+  int swizzle = 1;
+  int raster = 0;
+};
+
 template <class Epilogue>
 struct EpilogueGemm {
   using TileShape = Shape<Int<KF_TILE_M>, Int<KF_TILE_N>, Int<KF_TILE_K>>;
@@ -199,7 +209,8 @@ struct EpilogueGemm {
 
   // x (M, K) row-major times w (N, K) row-major (nn.Linear's layout), transposed.
   static Arguments arguments(const void* x, const void* w, int m, int n, int k, int64_t ldx,
-                             int64_t ldw, typename Epilogue::Arguments epilogue) {
+                             int64_t ldw, typename Epilogue::Arguments epilogue,
+                             TileOrder order) {
     int device = 0;
     cudaGetDevice(&device);
     Arguments args{};
@@ -212,6 +223,9 @@ struct EpilogueGemm {
     args.epilogue = epilogue;
     args.hw_info.device_id = device;
     args.hw_info.sm_count = sm_count(device);
+    using Raster = decltype(args.scheduler.raster_order);
+    args.scheduler.raster_order = static_cast<Raster>(order.raster);
+    args.scheduler.max_swizzle_size = order.swizzle;
 #if KF_SCHEDULER == 1
     using Decomposition = decltype(args.scheduler.decomposition_mode);
     args.scheduler.decomposition_mode = Decomposition::Heuristic;
@@ -260,9 +274,9 @@ struct EpilogueGemm {
     return 0;
   }
 
-  static int64_t workspace_size(int m, int n, int k) {
+  static int64_t workspace_size(int m, int n, int k, TileOrder order) {
     return static_cast<int64_t>(
-        Gemm::get_workspace_size(arguments(nullptr, nullptr, m, n, k, k, k, {})));
+        Gemm::get_workspace_size(arguments(nullptr, nullptr, m, n, k, k, k, {}, order)));
   }
 
   // The build, for logs: "tile=128x256x64 cluster=2x1 schedule=0 stages=4 smem=196864".

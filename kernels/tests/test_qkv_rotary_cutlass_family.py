@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from kernels import get_op
-from kernels.epilogue_gemm import PINGPONG
+from kernels.epilogue_gemm import ALONG_N, PINGPONG
 from kernels.ops.matmul.families.cutlass_sm90 import CUTLASS_PIN
 from kernels.ops.qkv_rotary.families.cutlass_sm90 import (
     CUDA_SOURCE,
@@ -49,7 +49,7 @@ def problem(shape=(256, 4, 2, 64, 512), layout="i8", dtype="bf16") -> Problem:
 
 @pytest.fixture
 def load(monkeypatch):
-    return fake_loader(monkeypatch, FAMILY, fake_library("kf_qkv_rotary", abi_version=2))
+    return fake_loader(monkeypatch, FAMILY, fake_library("kf_qkv_rotary", abi_version=3))
 
 
 def test_the_head_interleave_pairs_each_half_heads_rows_8_apart_and_round_trips():
@@ -202,8 +202,8 @@ def test_the_kernel_gets_tensors_sizes_and_stream_in_prototype_order(load):
         module._launch(x, w, cos, sin, bias, None, out)
         (args,) = module._LIB.kf_qkv_rotary.calls
         assert args[:7] == (x, w, bias, cos, sin, None, out)
-        # m, n, k, D, q's and k's columns; strides of x, w, cos/sin, out
-        assert args[7:16] == (16, n, 512, 64, 6 * 64, 512, 512, 32, n)
+        # m, n, k, D, q's and k's columns; strides of x, w, cos/sin, out; the tile order
+        assert args[7:18] == (16, n, 512, 64, 6 * 64, 512, 512, 32, n, 1, 0)
         assert args[-3:] == (None, 0, 1234)
         module._LIB.kf_qkv_rotary.result, module._LIB.kf_last_error.result = 1, "misaligned"
         with pytest.raises(RuntimeError, match=r"misaligned \(code 1\)"):
@@ -270,6 +270,8 @@ def test_run_refuses_what_it_was_not_built_for_with_a_clear_message(load):
         ((33, 2, 1, 32, 65), "i8+bias", {}),  # partial tiles, the padded path
         ((512, 8, 2, 128, 512), "i8", {"TILE_M": 64, "CLUSTER_M": 1, "SCHEDULE": "pingpong"}),
         ((2048, 16, 16, 256, 4096), "pairs+rot=64+head_dim=256+kv_heads=16", {}),  # GPT-J-6B's
+        ((2048, 16, 16, 256, 4096), "pairs+rot=64+head_dim=256+kv_heads=16", ALONG_N),
+        ((300, 4, 2, 128, 4104), "i8+bias", {"SCHEDULER": "streamk", **ALONG_N}),
         (
             (300, 4, 4, 256, 4104),
             "pairs+rot=64+head_dim=256+kv_heads=4",

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from kernels import get_op
+from kernels.epilogue_gemm import ALONG_N
 from kernels.ops.matmul.families.cutlass_sm90 import CUTLASS_PIN
 from kernels.ops.swiglu_gate.families.cutlass_sm90 import (
     CUDA_SOURCE,
@@ -37,7 +38,7 @@ def problem(shape=(256, 512, 1024), layout="i8", dtype="bf16") -> Problem:
 
 @pytest.fixture
 def load(monkeypatch):
-    return fake_loader(monkeypatch, FAMILY, fake_library("kf_swiglu", abi_version=2))
+    return fake_loader(monkeypatch, FAMILY, fake_library("kf_swiglu", abi_version=3))
 
 
 def test_the_interleave_round_trips_and_the_op_means_the_same_in_both_layouts():
@@ -123,6 +124,24 @@ def test_check_takes_only_the_interleaved_layout_and_aligned_k():
     assert len(points) > 100 and all(FAMILY.check(problem(), p) is None for p in points)
 
 
+def test_the_tile_order_is_a_run_time_lever_of_the_same_build(load):
+    """Raster and swizzle are scheduler arguments: a point in another order asks for the very
+    build the default's does (the library's, the compile cache's), and the library keeps one
+    point per build, in CUTLASS's own order; the starting points try the other order."""
+    prob = problem()
+    default = FAMILY.default(prob)
+    assert (default["RASTER"], default["SWIZZLE"]) == ("heuristic", 1)
+    assert not {"RASTER", "SWIZZLE"} & set(FAMILY.build_params)
+    _, built = load(prob, default)
+    _, reordered = load(prob, {**default, "RASTER": "along_m", "SWIZZLE": 8})
+    assert built == reordered
+    points = FAMILY.library_points(prob)
+    assert {(p["RASTER"], p["SWIZZLE"]) for p in points} == {("heuristic", 1)}
+    starting = FAMILY.starting_points(prob)
+    assert {**default, "RASTER": "along_n", "SWIZZLE": 8} in starting
+    assert "SWIZZLE=3 is not one of" in FAMILY.check(prob, {**default, "SWIZZLE": 3})
+
+
 def test_the_source_is_pasted_whole_and_the_flags_carry_the_point(load):
     prob = problem(dtype="fp16")
     params = {**FAMILY.default(prob), "TILE_N": 128, "SCHEDULE": "pingpong", "STORE": "pair"}
@@ -148,7 +167,7 @@ def test_the_declared_signatures_match_the_c_prototypes(load):
 
 
 def test_the_kernel_gets_tensors_strides_and_stream_in_prototype_order(load):
-    module, _ = load(problem(), FAMILY.default(problem()))
+    module, _ = load(problem(), {**FAMILY.default(problem()), "RASTER": "along_n", "SWIZZLE": 4})
     x, w, out = torch.zeros(64, 256), torch.zeros(256, 256), torch.zeros(64, 128)
     stream = types.SimpleNamespace(cuda_stream=1234)
     with pytest.MonkeyPatch.context() as mp:
@@ -156,7 +175,9 @@ def test_the_kernel_gets_tensors_strides_and_stream_in_prototype_order(load):
         module._launch(x, w, None, out)
         (args,) = module._LIB.kf_swiglu.calls
         assert args[:4] == (x, w, None, out) and args[4:10] == (64, 128, 256, 256, 256, 128)
+        assert args[10:12] == (4, 2)  # the tile order: swizzle, raster along N
         assert args[-3:] == (None, 0, 1234)
+        assert module._LIB.kf_workspace_size.calls == [(64, 128, 256, 4, 2)]
         module._LIB.kf_swiglu.result, module._LIB.kf_last_error.result = 1, "misaligned"
         with pytest.raises(RuntimeError, match=r"misaligned \(code 1\)"):
             module._launch(x, w, None, out)
@@ -211,6 +232,8 @@ def test_run_refuses_cpu_tensors_with_a_clear_message(load):
         ((512, 1024, 512), {"TILE_M": 64, "CLUSTER_M": 1, "SCHEDULE": "pingpong"}),
         ((256, 4096, 3584), {"TILE_M": 256, "TILE_N": 128, "CLUSTER_M": 1, "CLUSTER_N": 2}),
         ((300, 2816, 4104), {"SCHEDULER": "streamk"}),  # split tiles, added before the epilogue
+        ((2048, 2816, 1024), ALONG_N),  # the first case's build, its tiles in another order
+        ((300, 2816, 4104), {"SCHEDULER": "streamk", "RASTER": "along_m", "SWIZZLE": 4}),
         ((2048, 2816, 1024, ROW_SCALE), {}),  # an RMSNorm folded in
         ((33, 40, 65, ROW_SCALE), {"STORE": "quad"}),
     ],

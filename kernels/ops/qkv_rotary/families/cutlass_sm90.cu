@@ -288,7 +288,7 @@ using RotaryGemm = EpilogueGemm<RotaryEpilogue>;
 // What a call's params depend on (EpilogueGemm::run reuses them for the same key).
 struct RotaryKey {
   const void *x, *w, *bias, *cos, *sin, *row_scale, *out;
-  int m, n, k, head_dim, rotated, device;
+  int m, n, k, head_dim, rotated, device, swizzle, raster;
   int64_t ldx, ldw, ldcs, ldo;
 };
 static_assert(std::has_unique_object_representations_v<RotaryKey>, "keys compare as bytes");
@@ -298,7 +298,7 @@ static_assert(std::has_unique_object_representations_v<RotaryKey>, "keys compare
 extern "C" {
 
 // Bumped when the signatures below change; the candidate checks it after loading.
-int kf_abi_version() { return 2; }
+int kf_abi_version() { return 3; }
 
 const char* kf_last_error() { return kf::g_error; }
 
@@ -308,19 +308,23 @@ const char* kf_describe() {
   return text;
 }
 
-int64_t kf_workspace_size(int m, int n, int k) { return kf::RotaryGemm::workspace_size(m, n, k); }
+int64_t kf_workspace_size(int m, int n, int k, int swizzle, int raster) {
+  return kf::RotaryGemm::workspace_size(m, n, k, {swizzle, raster});
+}
 
 // out (M, N) = [rotary(q) | rotary(k) | v] of s * (x @ w^T) (+ bias) on `stream` (a
 // cudaStream_t); bias may be null, and row_scale (s, float32 (M,)) is null without
-// KF_ROW_SCALE. 0, or an error code with kf_last_error() (kf::EpilogueGemm::run).
+// KF_ROW_SCALE; the tiles in the order swizzle and raster say (kf::TileOrder). 0, or an error
+// code with kf_last_error() (kf::EpilogueGemm::run).
 int kf_qkv_rotary(const void* x, const void* w, const void* bias, const void* cos,
                   const void* sin, const void* row_scale, void* out, int m, int n, int k,
                   int head_dim, int rotated, int64_t ldx, int64_t ldw, int64_t ldcs, int64_t ldo,
-                  void* workspace, int64_t workspace_bytes, void* stream) {
+                  int swizzle, int raster, void* workspace, int64_t workspace_bytes,
+                  void* stream) {
   int device = 0;
   cudaGetDevice(&device);
   const kf::RotaryKey key{x, w, bias, cos, sin, row_scale, out, m, n, k, head_dim, rotated,
-                          device, ldx, ldw, ldcs, ldo};
+                          device, swizzle, raster, ldx, ldw, ldcs, ldo};
   const auto arguments = [&] {
     kf::RotaryEpilogue::Arguments epilogue;
     epilogue.ptr_out = static_cast<Element*>(out);
@@ -332,7 +336,7 @@ int kf_qkv_rotary(const void* x, const void* w, const void* bias, const void* co
     epilogue.head_dim = head_dim;
     epilogue.rotated = rotated;
     epilogue.row_scale = static_cast<const float*>(row_scale);
-    return kf::RotaryGemm::arguments(x, w, m, n, k, ldx, ldw, epilogue);
+    return kf::RotaryGemm::arguments(x, w, m, n, k, ldx, ldw, epilogue, {swizzle, raster});
   };
   return kf::RotaryGemm::run(key, arguments, workspace, workspace_bytes, stream);
 }

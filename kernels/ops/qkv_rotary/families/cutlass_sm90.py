@@ -27,7 +27,7 @@ from typing import Any
 
 from kernels.dual_gemm import SMALL_M
 from kernels.epilogue_gemm import (
-    DEFAULT_TILE,
+    ALONG_N,
     PINGPONG,
     TILE_CHOICES,
     EpilogueGemmFamily,
@@ -55,7 +55,7 @@ LIBRARY = CudaLibrary(
     ),
     headers=(CUTLASS,),
 )
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 # The C prototypes in CUDA_SOURCE, as the harness binds them ("tensor": the tensor's address).
 FUNCTIONS = {
@@ -65,9 +65,10 @@ FUNCTIONS = {
         ("tensor",) * 7  # x, w (interleaved), bias (or none), cos, sin, row scale (or none), out
         + ("int",) * 5  # m, n, k, head_dim, rotated columns
         + ("int64_t",) * 4  # row strides of x, w, cos and sin, out
+        + ("int",) * 2  # the tile order: swizzle, raster
         + ("tensor", "int64_t", "void*"),  # workspace, its bytes, the CUDA stream
     ),
-    "kf_workspace_size": CFunction("int64_t", ("int",) * 3),
+    "kf_workspace_size": CFunction("int64_t", ("int",) * 5),  # m, n, k, swizzle, raster
     "kf_last_error": CFunction("const char*"),
     "kf_describe": CFunction("const char*"),
 }
@@ -93,7 +94,7 @@ def _launch(x, w, cos, sin, bias, scale, out):
     code = _LIB.kf_qkv_rotary(
         x, w, bias, cos, sin, scale, out, m, n, k, HEAD_DIM, (HEADS + KV_HEADS) * HEAD_DIM,
         x.stride(0), w.stride(0), cos.stride(0), out.stride(0),
-        ws, ws_bytes, torch.cuda.current_stream(out.device).cuda_stream,
+        *tile_order(), ws, ws_bytes, torch.cuda.current_stream(out.device).cuda_stream,
     )
     if code:
         raise RuntimeError(f"kf_qkv_rotary_cutlass_sm90: {_LIB.kf_last_error()} (code {code})")
@@ -158,13 +159,11 @@ class CutlassSm90QkvRotary(EpilogueGemmFamily):
     def template(self) -> str:
         return candidate_template(OP_PART, SOURCE)
 
-    def default(self, problem: Problem) -> dict[str, Any]:
-        return dict(DEFAULT_TILE)
-
     def starting_points(self, problem: Problem) -> list[dict[str, Any]]:
         """The swiglu family's leaders (the same GEMM, a lighter epilogue), and the default
         tile under stream-K: q/k/v's N is a few heads, so whole tiles leave SMs idle in the
-        last wave. None for a few rows (decode), where the dual family streams the weights."""
+        last wave; the leading tiles in the matmul winners' order too (no build of their
+        own). None for a few rows (decode), where the dual family streams the weights."""
         if problem.shape[0] <= SMALL_M:
             return []
         changes: list[dict[str, Any]] = [
@@ -172,6 +171,8 @@ class CutlassSm90QkvRotary(EpilogueGemmFamily):
             {"SCHEDULER": "streamk"},
             PINGPONG,
             {"TILE_M": 64, "CLUSTER_M": 1, "SCHEDULE": "pingpong"},
+            ALONG_N,
+            {**PINGPONG, **ALONG_N},
         ]
         points = [{**self.default(problem), **c} for c in changes]
         return [p for p in points if self.check(problem, p) is None]

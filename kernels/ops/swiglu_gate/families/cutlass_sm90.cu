@@ -157,7 +157,7 @@ using SwigluGemm = EpilogueGemm<SwigluEpilogue>;
 // What a call's params depend on (EpilogueGemm::run reuses them for the same key).
 struct SwigluKey {
   const void *x, *w, *row_scale, *out;
-  int m, n, k, device;
+  int m, n, k, device, swizzle, raster;
   int64_t ldx, ldw, ldo;
 };
 static_assert(std::has_unique_object_representations_v<SwigluKey>, "keys compare as bytes");
@@ -167,7 +167,7 @@ static_assert(std::has_unique_object_representations_v<SwigluKey>, "keys compare
 extern "C" {
 
 // Bumped when the signatures below change; the candidate checks it after loading.
-int kf_abi_version() { return 2; }
+int kf_abi_version() { return 3; }
 
 const char* kf_last_error() { return kf::g_error; }
 
@@ -179,23 +179,25 @@ const char* kf_describe() {
   return text;
 }
 
-int64_t kf_workspace_size(int m, int n, int k) {
-  return kf::SwigluGemm::workspace_size(m, 2 * n, k);
+int64_t kf_workspace_size(int m, int n, int k, int swizzle, int raster) {
+  return kf::SwigluGemm::workspace_size(m, 2 * n, k, {swizzle, raster});
 }
 
 // out (M, N) = silu(x @ gate rows of w^T) * (x @ up rows of w^T) on `stream` (a cudaStream_t),
 // each row's gate and up scaled by row_scale (float32, M; null without KF_ROW_SCALE) first.
-// 0, or an error code with kf_last_error() (kf::EpilogueGemm::run).
+// The tiles in the order swizzle and raster say (kf::TileOrder). 0, or an error code with
+// kf_last_error() (kf::EpilogueGemm::run).
 int kf_swiglu(const void* x, const void* w, const void* row_scale, void* out, int m, int n,
-              int k, int64_t ldx, int64_t ldw, int64_t ldo, void* workspace,
-              int64_t workspace_bytes, void* stream) {
+              int k, int64_t ldx, int64_t ldw, int64_t ldo, int swizzle, int raster,
+              void* workspace, int64_t workspace_bytes, void* stream) {
   int device = 0;
   cudaGetDevice(&device);
-  const kf::SwigluKey key{x, w, row_scale, out, m, n, k, device, ldx, ldw, ldo};
+  const kf::SwigluKey key{x, w, row_scale, out, m, n, k, device, swizzle, raster, ldx, ldw, ldo};
   const auto arguments = [&] {
     return kf::SwigluGemm::arguments(
         x, w, m, 2 * n, k, ldx, ldw,
-        {static_cast<Element*>(out), ldo, static_cast<const float*>(row_scale)});
+        {static_cast<Element*>(out), ldo, static_cast<const float*>(row_scale)},
+        {swizzle, raster});
   };
   return kf::SwigluGemm::run(key, arguments, workspace, workspace_bytes, stream);
 }

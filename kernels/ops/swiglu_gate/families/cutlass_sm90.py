@@ -15,8 +15,9 @@ Compile-time levers: tile (M, N, K; N counts interleaved columns), cluster, sche
 (cooperative: two consumer warpgroups split a tile; ping-pong: each owns one and their
 epilogues overlap the other's mainloop) and the store (pair: each thread stores its two
 adjacent outputs, 4 bytes; quad: the four lanes that hold a row's 8-column chunk trade them so
-each stores 8 outputs, 16 bytes). On an H200 (benchmarks/results/swiglu_cutlass_probe_h200*.json)
-the mainloop runs at cuBLAS's rate; what the epilogue cost was its math more than its stores
+each stores 8 outputs, 16 bytes). Run-time levers, no rebuild: the order the tiles are taken
+in (raster and swizzle, kernels/epilogue_gemm.py's ORDER_CHOICES).
+On an H200 (benchmarks/results/swiglu_cutlass_probe_h200*.json) the mainloop runs at cuBLAS's rate; what the epilogue cost was its math more than its stores
 (quad stores lost to pair stores), and with one tanh.approx per output the kernel runs within
 2-3 % of a plain GEMM of the same FLOPs: 1.06x torch.compile on Qwen2-7B's and Llama-3-8B's
 MLPs, 1.35x at 16384x2816x1024.
@@ -35,7 +36,7 @@ from typing import Any
 
 from kernels.dual_gemm import SMALL_M
 from kernels.epilogue_gemm import (
-    DEFAULT_TILE,
+    ALONG_N,
     PINGPONG,
     TILE_CHOICES,
     EpilogueGemmFamily,
@@ -57,7 +58,7 @@ LIBRARY = CudaLibrary(
     (*tile_flags(), f"-DKF_STORE={STORE_CODES[STORE]}", f"-DKF_ROW_SCALE={int(ROW_SCALE)}"),
     headers=(CUTLASS,),
 )
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 # The C prototypes in CUDA_SOURCE, as the harness binds them ("tensor": the tensor's address).
 FUNCTIONS = {
@@ -67,9 +68,10 @@ FUNCTIONS = {
         ("tensor",) * 4  # x, w (interleaved), the row scale (or none), out
         + ("int",) * 3  # m, n, k
         + ("int64_t",) * 3  # row strides of x, w, out
+        + ("int",) * 2  # the tile order: swizzle, raster
         + ("tensor", "int64_t", "void*"),  # workspace, its bytes, the CUDA stream
     ),
-    "kf_workspace_size": CFunction("int64_t", ("int",) * 3),
+    "kf_workspace_size": CFunction("int64_t", ("int",) * 5),  # m, n, k, swizzle, raster
     "kf_last_error": CFunction("const char*"),
     "kf_describe": CFunction("const char*"),
 }
@@ -92,7 +94,7 @@ def _launch(x, w, scale, out):
     ws_bytes, ws = workspace(_LIB, m, n, k, out.device)
     code = _LIB.kf_swiglu(
         x, w, scale, out, m, n, k, x.stride(0), w.stride(0), out.stride(0),
-        ws, ws_bytes, torch.cuda.current_stream(out.device).cuda_stream,
+        *tile_order(), ws, ws_bytes, torch.cuda.current_stream(out.device).cuda_stream,
     )
     if code:
         raise RuntimeError(f"kf_swiglu_cutlass_sm90: {_LIB.kf_last_error()} (code {code})")
@@ -142,16 +144,16 @@ class CutlassSm90SwigluGate(EpilogueGemmFamily):
         return candidate_template(OP_PART, SOURCE)
 
     def default(self, problem: Problem) -> dict[str, Any]:
-        return {**DEFAULT_TILE, "STORE": "pair"}
+        return {**super().default(problem), "STORE": "pair"}
 
     def fixed(self, problem: Problem) -> dict[str, Any]:
         return {**super().fixed(problem), "ROW_SCALE": has_row_scale(problem)}
 
     def starting_points(self, problem: Problem) -> list[dict[str, Any]]:
         """The probe's leaders (swiglu_cutlass_probe_h200_tanh.json): the cooperative 128x256
-        tile with pair stores, and ping-pong tiles. None for a few rows (decode): 64-row
-        tiles would read the weights for mostly empty rows, where the dual family streams
-        them."""
+        tile with pair stores, and ping-pong tiles; the first two in the matmul winners'
+        order too (no build of their own). None for a few rows (decode): 64-row tiles would
+        read the weights for mostly empty rows, where the dual family streams them."""
         if problem.shape[0] <= SMALL_M:
             return []
         changes: list[dict[str, Any]] = [
@@ -159,6 +161,8 @@ class CutlassSm90SwigluGate(EpilogueGemmFamily):
             PINGPONG,
             {**PINGPONG, "STORE": "quad"},
             {"TILE_M": 64, "CLUSTER_M": 1, "SCHEDULE": "pingpong"},
+            ALONG_N,
+            {**PINGPONG, **ALONG_N},
         ]
         points = [{**self.default(problem), **c} for c in changes]
         return [p for p in points if self.check(problem, p) is None]
