@@ -62,15 +62,22 @@ DEFAULT_CLASSES = (
     "matmul/bf16/NT+res",
     "matmul/bf16/NT+bias+res",
     "matmul/bf16/NT+bias",
+    # Prefill q/k/v with the RMSNorm before them folded in, at head dim 128 (Llama-3, Mistral,
+    # Qwen2 with its biases: their builds are the same), as model jobs make them
+    "qkv_rotary/bf16/i8+rowscale+head_dim=128",
     "matmul/fp16/NT",
     "matmul/fp16/NN",
 )
 # A shape every library point of the op accepts: builds do not depend on it, renders name it.
 # swiglu_gate's library is its CUTLASS family's, for layouts i8 and i8+rowscale
-# (`--classes swiglu_gate/bf16/i8`).
-# qkv_rotary's CUTLASS family has none: its "i8" layouts name the model's k/v heads, so a class
-# would be one model's; its candidates are built when a job asks for them.
-REPRESENTATIVE_SHAPE = {"matmul": (4096, 4096, 4096), "swiglu_gate": (4096, 14336, 4096)}
+# (`--classes swiglu_gate/bf16/i8`); qkv_rotary's is its CUTLASS family's too, a class per
+# head dim, rope and folded norm (its Op.library_layout: "i8[+rowscale]+head_dim=<D>",
+# "pairs+rot=<R>+head_dim=<D>"), whatever the model's heads and biases.
+REPRESENTATIVE_SHAPE = {
+    "matmul": (4096, 4096, 4096),
+    "swiglu_gate": (4096, 14336, 4096),
+    "qkv_rotary": (4096, 32, 8, 128, 4096),  # the class's head dim takes D's place
+}
 
 
 @dataclass(frozen=True)
@@ -121,7 +128,10 @@ class BuildReport:
 
 
 def class_of(problem: Problem) -> str:
-    return f"{problem.op}/{problem.dtype}/{problem.layout}"
+    """The library class whose builds serve the problem: "op/dtype/library layout"."""
+    from harness.ops import resolve_op
+
+    return f"{problem.op}/{problem.dtype}/{resolve_op(problem.op).library_layout(problem)}"
 
 
 def entry_key(family: Family, problem_class: str, point: dict[str, Any]) -> str:
@@ -130,10 +140,12 @@ def entry_key(family: Family, problem_class: str, point: dict[str, Any]) -> str:
 
 
 def representative(problem_class: str) -> Problem:
+    from harness.ops import resolve_op
+
     op, dtype, layout = (problem_class.split("/") + ["", ""])[:3]
     if op not in REPRESENTATIVE_SHAPE:
         raise ValueError(f"no library for op {op!r} (known: {sorted(REPRESENTATIVE_SHAPE)})")
-    return Problem(op, REPRESENTATIVE_SHAPE[op], dtype, layout)
+    return resolve_op(op).library_problem(REPRESENTATIVE_SHAPE[op], dtype, layout)
 
 
 def planned(classes: tuple[str, ...] = DEFAULT_CLASSES) -> list[Planned]:
@@ -147,6 +159,10 @@ def planned(classes: tuple[str, ...] = DEFAULT_CLASSES) -> list[Planned]:
     per_class = []
     for problem_class in classes:
         problem = representative(problem_class)
+        if class_of(problem) != problem_class:  # builds no problem's lookup would find
+            raise ValueError(
+                f"{problem_class} is not a library class: its problems' is {class_of(problem)}"
+            )
         op = resolve_op(problem.op)
         op.validate(problem)
         items = [

@@ -338,6 +338,17 @@ class Op(abc.ABC):
         the interpreter's shrink): those its layout ties to what the inputs mean."""
         return frozenset()
 
+    def library_layout(self, problem: Problem) -> str:
+        """What of the problem's layout its compiled builds depend on: the machine's kernel
+        library (harness/library.py) keeps one class of builds per op, dtype and this. The
+        layout itself, unless it also names what only the kernels' run time reads."""
+        return problem.layout
+
+    def library_problem(self, shape: tuple[int, ...], dtype: str, library_layout: str) -> Problem:
+        """The problem a library class's builds are made for, at the library's shape for the
+        op: one every build of the class accepts."""
+        return Problem(self.name, shape, dtype, library_layout)
+
     def families_for(self, problem: Problem) -> list[Family]:
         """The families whose kernels read this problem's layout: a search, a plan or a
         fallback tries these (qkv_rotary's dual family has no point for an "i8" layout)."""

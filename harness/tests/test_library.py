@@ -138,9 +138,64 @@ def test_swiglu_gates_interleaved_class_plans_its_cutlass_builds_only():
     assert library.planned(("swiglu_gate/bf16/",)) == []
 
 
+def _library_of(render: str, monkeypatch) -> object:
+    """The CudaLibrary a render asks harness.cuda_ext to build (nothing is built or loaded)."""
+    import types
+
+    from harness import cuda_ext
+
+    asked = []
+
+    def load_library(lib, functions):
+        asked.append(lib)
+        return types.SimpleNamespace(kf_abi_version=lambda: 3)  # the CUTLASS families' ABI
+
+    monkeypatch.setattr(cuda_ext, "load_library", load_library)
+    exec(compile(render, "candidate", "exec"), {"__name__": "candidate"})
+    return asked[-1]
+
+
+def test_q_k_v_problems_of_one_head_dim_share_a_class_and_its_builds(tmp_path, monkeypatch):
+    """Llama-3-8B's q/k/v (32 q and 8 k/v heads) and Qwen2-7B's (28 and 4, with biases), each
+    with its RMSNorm folded: one class at head dim 128, whose builds serve both (the heads and
+    the bias are run-time arguments of the same build); GPT-J's rotary is a class of its own."""
+    llama = parse_problem("qkv_rotary", "2048x32x8x128x4096", "bf16", "i8+rowscale+kv_heads=8")
+    qwen = parse_problem("qkv_rotary", "2048x28x4x128x3584", "bf16", "i8+bias+rowscale+kv_heads=4")
+    (cls,) = {library.class_of(llama), library.class_of(qwen)}
+    assert cls == "qkv_rotary/bf16/i8+rowscale+head_dim=128" and cls in library.DEFAULT_CLASSES
+    gptj = parse_problem(
+        "qkv_rotary", "2048x16x16x256x4096", "bf16", "pairs+rot=64+head_dim=256+kv_heads=16"
+    )
+    assert library.class_of(gptj) == "qkv_rotary/bf16/pairs+rot=64+head_dim=256"
+    assert library.class_of(library.representative(library.class_of(gptj))) == library.class_of(
+        gptj
+    )
+    manifest = tmp_path / "manifest.json"
+    items = library.planned((cls,))
+    assert {i.family.name for i in items} == {"qkv_rotary_cutlass_sm90"} and len(items) > 50
+    library.build(
+        (cls,), workers=4, compile_one=lambda item: library.Built(True, 1.0), manifest=manifest
+    )
+    for problem in (llama, qwen):
+        got = library.points_for(problem, manifest=manifest)
+        assert len(got) == len(items) and got[0]["params"] == items[0].point
+    assert library.points_for(gptj, manifest=manifest) == []
+    # What the two models' renders of one point ask nvcc for is one build.
+    family = items[0].family
+    point = items[0].point
+    built = {
+        _library_of(family.render(p, point), monkeypatch).key
+        for p in (llama, qwen, items[0].problem)
+    }
+    assert len(built) == 1
+
+
 def test_an_unknown_class_is_refused_with_what_is_known():
     with pytest.raises(ValueError, match="no library for op 'softmax'"):
         library.planned(("softmax/bf16/",))
+    # A problem's own layout where the class names less: its builds would never be found.
+    with pytest.raises(ValueError, match="its problems' is qkv_rotary/bf16/i8\\+head_dim=128"):
+        library.planned(("qkv_rotary/bf16/i8+kv_heads=8",))
 
 
 def test_one_build_at_a_time_per_machine(tmp_path, monkeypatch):

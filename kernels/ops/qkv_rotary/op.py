@@ -45,7 +45,7 @@ import re
 import torch
 
 from kernels import row_scale, zero_one
-from kernels.problem import Op, OutputSpec, ProblemError, Tolerance
+from kernels.problem import Op, OutputSpec, Problem, ProblemError, Tolerance
 
 BIAS = "+bias"
 INTERLEAVED = "i8"
@@ -55,6 +55,12 @@ _INTERLEAVED_LAYOUT = re.compile(r"i8(\+bias)?(\+rowscale)?\+kv_heads=([1-9][0-9
 PAIRS = "pairs"
 _PAIRS_LAYOUT = re.compile(
     r"pairs\+rot=([1-9][0-9]*)\+head_dim=([1-9][0-9]*)\+kv_heads=([1-9][0-9]*)"
+)
+
+
+# A library class's layout (Op.library_layout): the build's rope, row scale and head dims.
+_LIBRARY_LAYOUT = re.compile(
+    r"(?P<rope>i8(\+rowscale)?|pairs\+rot=[1-9][0-9]*)\+head_dim=(?P<d>[1-9][0-9]*)"
 )
 
 
@@ -177,6 +183,32 @@ class QkvRotaryOp(Op):
             f"{self.name} takes no layout, +bias, i8[+bias][+rowscale]+kv_heads=<HKV> or "
             f"pairs+rot=<R>+head_dim=<D>+kv_heads=<HKV>, not {layout!r}"
         )
+
+    def library_layout(self, problem):
+        """The CUTLASS family's builds depend on the head dim (KF_HEAD_DIM), the rotary dims
+        and rope and a folded norm, not on the heads (the columns they span and which are
+        v's are run-time arguments) nor on a bias (a pointer, or none): a class names D and
+        no heads or bias, so Llama-3-8B's q/k/v and Qwen2-7B's share their builds."""
+        d = problem.shape[3]
+        if is_pairs(problem):
+            return f"{PAIRS}+rot={rotary_dim(problem)}+head_dim={d}"
+        if is_interleaved(problem):
+            rowscale = ROW_SCALE if has_row_scale(problem) else ""
+            return f"{INTERLEAVED}{rowscale}+head_dim={d}"
+        return problem.layout
+
+    def library_problem(self, shape, dtype, library_layout):
+        """The class's problem at the library's M, heads and K, with its own head dim."""
+        match = _LIBRARY_LAYOUT.fullmatch(library_layout)
+        if match is None:
+            return super().library_problem(shape, dtype, library_layout)
+        m, h, hkv, _, k = shape
+        d, rope = int(match["d"]), match["rope"]
+        if rope.startswith(PAIRS):
+            layout = f"{rope}+head_dim={d}+kv_heads={hkv}"
+        else:
+            layout = f"{rope}+kv_heads={hkv}"
+        return Problem(self.name, (m, h, hkv, d, k), dtype, layout)
 
     def validate(self, problem):
         super().validate(problem)
