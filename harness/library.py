@@ -409,13 +409,10 @@ def points_for(problem: Problem, *, manifest: Path | None = None) -> list[dict[s
         entries = load(manifest or manifest_path())
     except CudaBuildError:  # no nvcc here: no library either
         return []
-    if not entries:
+    if not entries or problem.op not in REPRESENTATIVE_SHAPE:  # none built, or none for the op
         return []
     problem_class = class_of(problem)
-    try:
-        rep = representative(problem_class)
-    except ValueError:
-        return []
+    rep = representative(problem_class)
     out = []
     for family in resolve_op(problem.op).families():
         # Built as the representative's points: the build is the class's, whatever the shape

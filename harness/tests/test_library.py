@@ -180,6 +180,8 @@ def test_q_k_v_problems_of_one_head_dim_share_a_class_and_its_builds(tmp_path, m
         got = library.points_for(problem, manifest=manifest)
         assert len(got) == len(items) and got[0]["params"] == items[0].point
     assert library.points_for(gptj, manifest=manifest) == []
+    softmax = parse_problem("softmax", "64x1000", "fp16")  # an op with no library at all
+    assert library.points_for(softmax, manifest=manifest) == []
     # What the two models' renders of one point ask nvcc for is one build.
     family = items[0].family
     point = items[0].point
