@@ -176,24 +176,32 @@ struct TileOrder {
   int raster = 0;
 };
 
-template <class Epilogue>
-struct EpilogueGemm {
-  using TileShape = Shape<Int<KF_TILE_M>, Int<KF_TILE_N>, Int<KF_TILE_K>>;
-  using ClusterShape = Shape<Int<KF_CLUSTER_M>, Int<KF_CLUSTER_N>, _1>;
+using TileShape = Shape<Int<KF_TILE_M>, Int<KF_TILE_N>, Int<KF_TILE_K>>;
+using ClusterShape = Shape<Int<KF_CLUSTER_M>, Int<KF_CLUSTER_N>, _1>;
 #if KF_SCHEDULE == 0
-  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+using TmaEpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
 #else
-  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+using TmaEpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
 #endif
-  using CollectiveEpilogue =
-      cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<Epilogue>;
+
+// The GEMM around a collective epilogue: an op's register epilogue (EpilogueGemm below), or
+// one CUTLASS's epilogue builder made (an EVT through shared memory and TMA stores), whose
+// shared memory the mainloop's stages leave room for.
+template <class CollectiveEpilogue_>
+struct GemmOf {
+  using CollectiveEpilogue = CollectiveEpilogue_;
 #if KF_SCHEDULER == 1
   using TileScheduler = cutlass::gemm::StreamKScheduler;
 #else
   using TileScheduler = cutlass::gemm::PersistentScheduler;
 #endif
+  using EpilogueSmem = typename CollectiveEpilogue::SharedStorage;
 #if KF_STAGES == 0
-  using Stages = cutlass::gemm::collective::StageCountAuto;  // the epilogue uses no smem
+  using Stages = std::conditional_t<
+      std::is_empty_v<EpilogueSmem>, cutlass::gemm::collective::StageCountAuto,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(EpilogueSmem))>>;
 #else
   using Stages = cutlass::gemm::collective::StageCount<KF_STAGES>;
 #endif
@@ -209,7 +217,7 @@ struct EpilogueGemm {
 
   // x (M, K) row-major times w (N, K) row-major (nn.Linear's layout), transposed.
   static Arguments arguments(const void* x, const void* w, int m, int n, int k, int64_t ldx,
-                             int64_t ldw, typename Epilogue::Arguments epilogue,
+                             int64_t ldw, typename CollectiveEpilogue::Arguments epilogue,
                              TileOrder order) {
     int device = 0;
     cudaGetDevice(&device);
@@ -287,5 +295,10 @@ struct EpilogueGemm {
                   (int)GemmKernel::SharedStorageSize);
   }
 };
+
+// A GEMM whose epilogue is an op's register epilogue class (no shared memory, no TMA store).
+template <class Epilogue>
+using EpilogueGemm =
+    GemmOf<cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<Epilogue>>;
 
 }  // namespace kf

@@ -163,6 +163,22 @@ def test_check_takes_only_the_interleaved_layouts_and_aligned_k():
     )
     points = FAMILY.library_points(problem())
     assert len(points) > 50 and all(FAMILY.check(problem(), p) is None for p in points)
+    assert {p["EPILOGUE"] for p in points} == {"register"}
+
+
+def test_the_tma_epilogue_is_gpt_js_rotary_alone_and_searched_there():
+    gptj = Problem(
+        "qkv_rotary", (2048, 16, 16, 256, 4096), "bf16", "pairs+rot=64+head_dim=256+kv_heads=16"
+    )
+    tma = {**FAMILY.default(gptj), "EPILOGUE": "tma"}
+    assert FAMILY.check(gptj, tma) is None
+    assert "pairs layouts" in FAMILY.check(problem(), {**FAMILY.default(problem()), **tma})
+    odd = Problem("qkv_rotary", (64, 1, 1, 2, 64), "bf16", "pairs+rot=2+head_dim=2+kv_heads=1")
+    assert "16-byte rows" in FAMILY.check(odd, {**FAMILY.default(odd), "EPILOGUE": "tma"})
+    assert tma in FAMILY.starting_points(gptj)
+    assert not [p for p in FAMILY.starting_points(problem()) if p["EPILOGUE"] == "tma"]
+    epilogues = {p["EPILOGUE"] for p in FAMILY.library_points(gptj)}
+    assert epilogues == {"register", "tma"}
 
 
 def test_the_source_is_pasted_whole_and_the_flags_carry_the_point(load):
@@ -177,7 +193,7 @@ def test_the_source_is_pasted_whole_and_the_flags_carry_the_point(load):
         "KF_ELEM": "1", "KF_TILE_M": "128", "KF_TILE_N": "256", "KF_TILE_K": "64",
         "KF_CLUSTER_M": "2", "KF_CLUSTER_N": "1", "KF_SCHEDULE": "0", "KF_SCHEDULER": "1",
         "KF_STAGES": "0", "KF_HEAD_DIM": "64", "KF_ROPE": "0", "KF_ROTARY_DIM": "64",
-        "KF_ROW_SCALE": "0",
+        "KF_ROW_SCALE": "0", "KF_EPILOGUE": "0",
     }  # fmt: skip
     folded = problem(layout="i8+bias+rowscale")
     _, lib = load(folded, FAMILY.default(folded))
@@ -188,6 +204,9 @@ def test_the_source_is_pasted_whole_and_the_flags_carry_the_point(load):
     _, lib = load(gptj, FAMILY.default(gptj))
     flags = dict(f[2:].split("=", 1) for f in lib.flags if f.startswith("-DKF_"))
     assert (flags["KF_ROPE"], flags["KF_ROTARY_DIM"], flags["KF_HEAD_DIM"]) == ("1", "64", "256")
+    assert flags["KF_EPILOGUE"] == "0"  # the register epilogue unless a point asks for TMA's
+    _, lib = load(gptj, {**FAMILY.default(gptj), "EPILOGUE": "tma"})
+    assert "-DKF_EPILOGUE=1" in lib.flags
     assert_declared_as_in_c(module, CUDA_SOURCE)
 
 
@@ -278,6 +297,25 @@ def test_run_refuses_what_it_was_not_built_for_with_a_clear_message(load):
             {"TILE_N": 128, "SCHEDULE": "pingpong"},
         ),
         ((33, 2, 1, 32, 65), "pairs+rot=16+head_dim=32+kv_heads=1", {}),  # the padded path
+        # GPT-J's rotary in CUTLASS's TMA-store epilogue: its shape, another order, ragged
+        # edges under a half-head tile and stream-K, and the padded path
+        ((2048, 16, 16, 256, 4096), "pairs+rot=64+head_dim=256+kv_heads=16", {"EPILOGUE": "tma"}),
+        (
+            (2048, 16, 16, 256, 4096),
+            "pairs+rot=64+head_dim=256+kv_heads=16",
+            {**ALONG_N, "EPILOGUE": "tma"},
+        ),
+        (
+            (300, 4, 4, 256, 4104),
+            "pairs+rot=64+head_dim=256+kv_heads=4",
+            {**PINGPONG, "EPILOGUE": "tma"},
+        ),
+        (
+            (300, 4, 4, 256, 4104),
+            "pairs+rot=64+head_dim=256+kv_heads=4",
+            {"SCHEDULER": "streamk", "EPILOGUE": "tma"},
+        ),
+        ((33, 2, 1, 32, 65), "pairs+rot=16+head_dim=32+kv_heads=1", {"EPILOGUE": "tma"}),
         ((2048, 16, 16, 64, 1024), "i8+rowscale", {}),  # llama_block's, its norm folded in
         ((2048, 28, 4, 128, 3584), "i8+bias+rowscale", {"TILE_N": 64}),  # Qwen2's, pair by pair
         ((33, 2, 1, 32, 65), "i8+bias+rowscale", {}),  # the padded path

@@ -30,6 +30,16 @@
 #ifndef KF_ROTARY_DIM
 #define KF_ROTARY_DIM KF_HEAD_DIM
 #endif
+#ifndef KF_EPILOGUE
+#define KF_EPILOGUE 0
+#endif
+#if KF_EPILOGUE == 1
+#if KF_ROPE != 1 || KF_ROW_SCALE
+#error "the TMA epilogue (KF_EPILOGUE 1) is GPT-J's rotary (KF_ROPE 1) alone"
+#endif
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
+#endif
 
 namespace kf {
 
@@ -154,28 +164,53 @@ class RotaryEpilogue : public RegisterEpilogueBase {
   // GPT-J's rotary: values i, i + 1 of the accumulator are one row's columns (c, c + 1), c
   // even: a rotary pair where c lies in a q or k head's first KF_ROTARY_DIM dims. Taken row by
   // row as rotate_by_rows does (a block holds two rows per thread, 8 rows apart, values 0, 1
-  // and 2, 3 of every 4), each row's cos/sin loaded before any of its pairs is computed: one
-  // 2 x 2-byte word per 8-column chunk, 16 registers for a 128-column tile (a wider tile,
-  // on top of its 128 accumulators, would spill: its pairs load their own).
+  // and 2, 3 of every 4; chunk k of a block is its columns 8k..8k+7), each row's cos/sin
+  // loaded before any of its pairs is computed: one 2 x 2-byte word per rotated 8-column
+  // chunk. Where a block holds whole heads (GPT-J's 256-column tile of one head), which of its
+  // chunks are rotated is known at compile time (a head's first KF_ROTARY_DIM / 8), so only
+  // theirs are loaded ahead: 8 registers for GPT-J, where loading all 32 chunks' would spill
+  // and loading each pair's own stalled every rotated store on its load (the kernel ran 300 us
+  // against a plain CUTLASS GEMM's 270 at GPT-J's q/k/v on an H100, qkv_rotary_points_h100_gptj
+  // .json). Otherwise a block of at most 16 chunks loads all of its own ahead, and a wider
+  // one each pair's as it goes.
   template <class Coords, class Accumulators>
   CUTLASS_DEVICE void rotate_adjacent_pairs(Coords const& coords, Accumulators const& acc,
                                             int m_size, int n_size) const {
     static_assert(KF_ROTARY_DIM % 2 == 0 && KF_ROTARY_DIM <= kHeadDim, "rotary dims");
     constexpr int kBlock = size<0>(Accumulators{}.layout());
     constexpr int kChunks = kBlock / 4;  // a row's 8-column chunks in one block
-    constexpr bool kTablesAhead = kChunks <= 16;
+    constexpr int kHeadChunks = kHeadDim / 8;
+    constexpr int kRotatedChunks = KF_ROTARY_DIM / 8;  // of a head's, from its first
+    constexpr bool kByHead = kHeadDim % 8 == 0 && (8 * kChunks) % kHeadDim == 0 &&
+                             KF_ROTARY_DIM % 8 == 0 &&
+                             (kChunks / kHeadChunks) * kRotatedChunks <= 16;
+    constexpr bool kTablesAhead = kByHead || kChunks <= 16;
+    constexpr int kTables = kByHead ? (kChunks / kHeadChunks) * kRotatedChunks : kChunks;
     static_assert(kBlock % 4 == 0 && size(Accumulators{}.layout()) % kBlock == 0,
                   "unexpected accumulator layout");
+    // Chunk k's slot in `tables`, or -1 where its columns are never rotated.
+    constexpr auto slot = [](int chunk) {
+      if constexpr (kByHead) {
+        const int c = chunk % kHeadChunks;
+        return c < kRotatedChunks ? (chunk / kHeadChunks) * kRotatedChunks + c : -1;
+      } else {
+        return chunk;
+      }
+    };
     CUTLASS_PRAGMA_UNROLL
     for (int b = 0; b < size(acc); b += kBlock) {
       CUTLASS_PRAGMA_UNROLL
       for (int r = 0; r < 4; r += 2) {
         const int m = get<0>(coords(b + r));
-        uint32_t tables[kTablesAhead ? kChunks : 1];
+        const int n0 = get<1>(coords(b + r));
+        if (kByHead && n0 % kHeadDim >= 8) __trap();  // a block starts at a head
+        uint32_t tables[kTablesAhead ? kTables : 1];
         if constexpr (kTablesAhead) {
           CUTLASS_PRAGMA_UNROLL
           for (int chunk = 0; chunk < kChunks; ++chunk) {
-            tables[chunk] = table_words(m, get<1>(coords(b + 4 * chunk + r)), m_size);
+            if (slot(chunk) >= 0) {
+              tables[slot(chunk)] = table_words(m, get<1>(coords(b + 4 * chunk + r)), m_size);
+            }
           }
         }
         CUTLASS_PRAGMA_UNROLL
@@ -183,11 +218,13 @@ class RotaryEpilogue : public RegisterEpilogueBase {
           const int i = b + 4 * chunk + r;
           const int n = get<1>(coords(i));
           if (get<0>(coords(i)) != m || get<0>(coords(i + 1)) != m ||
-              get<1>(coords(i + 1)) != n + 1 || (n & 1)) {
+              get<1>(coords(i + 1)) != n + 1 || (n & 1) || n != n0 + 8 * chunk) {
             __trap();  // a layout other than wgmma's would pair the wrong columns
           }
           if (m >= m_size || n >= n_size) continue;
-          const uint32_t words = kTablesAhead ? tables[chunk] : table_words(m, n, m_size);
+          const uint32_t words = !kTablesAhead    ? table_words(m, n, m_size)
+                                 : slot(chunk) >= 0 ? tables[slot(chunk)]
+                                                    : 0;  // kByHead: a dim past the rotary
           float a = acc(i), v = acc(i + 1);
           if (n < params.rotated && n % kHeadDim < KF_ROTARY_DIM) {
             const auto cs = floats(words);  // cos, sin
@@ -283,7 +320,146 @@ class RotaryEpilogue : public RegisterEpilogueBase {
   Params params;
 };
 
+#if KF_EPILOGUE == 1
+// KF_EPILOGUE 1: GPT-J's rotary as a leaf of an epilogue visitor tree (EVT) in CUTLASS's own
+// collective epilogue, which stages each subtile through shared memory and stores it with
+// TMA, as CUTLASS's plain GEMMs do, where RotaryEpilogue stores 4 bytes a thread straight from
+// registers (the kernel ran 299.8 us where CUTLASS's plain GEMM ran 270.5 at GPT-J's q/k/v on
+// an H100). The leaf returns the accumulators with the pairs of q's and k's first
+// KF_ROTARY_DIM dims turned, in float; the tree's root rounds them to the output type.
+struct RotatePairsNode {
+  struct SharedStorage {};
+  struct Arguments {
+    const Element* cos = nullptr;  // (M, KF_ROTARY_DIM / 2)
+    const Element* sin = nullptr;
+    int64_t ldcs = 0;  // elements between rows of cos and of sin
+    int rotated = 0;   // columns of q's and k's heads: (H + HKV) D
+  };
+  using Params = Arguments;
+
+  template <class ProblemShape>
+  static constexpr Params to_underlying_arguments(ProblemShape const&, Arguments const& args,
+                                                  void*) {
+    return args;
+  }
+  template <class ProblemShape>
+  static bool can_implement(ProblemShape const& problem_shape, Arguments const& args) {
+    auto const n = get<1>(problem_shape);
+    return args.cos != nullptr && args.sin != nullptr && n % KF_HEAD_DIM == 0 &&
+           args.rotated % KF_HEAD_DIM == 0 && args.rotated <= n;
+  }
+  template <class ProblemShape>
+  static size_t get_workspace_size(ProblemShape const&, Arguments const&) {
+    return 0;
+  }
+  template <class ProblemShape>
+  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*,
+                                              cudaStream_t,
+                                              cutlass::CudaHostAdapter* = nullptr) {
+    return cutlass::Status::kSuccess;
+  }
+
+  CUTLASS_HOST_DEVICE RotatePairsNode() {}
+  CUTLASS_HOST_DEVICE RotatePairsNode(Params const& params, SharedStorage const&)
+      : params(params) {}
+
+  CUTLASS_DEVICE bool is_producer_load_needed() const { return false; }
+  CUTLASS_DEVICE bool is_C_load_needed() const { return false; }
+
+  template <class... Args>
+  CUTLASS_DEVICE auto get_producer_load_callbacks(
+      cutlass::epilogue::fusion::detail::ProducerLoadArgs<Args...> const&) {
+    return cutlass::epilogue::fusion::detail::EmptyProducerLoadCallbacks{};
+  }
+
+  // coords: this thread's (row, column) of each value it holds, relative to its first
+  // (R2S, R2S_M, R2S_N, EPI_M, EPI_N); first_m/n: that first value's, in the problem.
+  template <class Coords, class Residue>
+  struct ConsumerStoreCallbacks : cutlass::epilogue::fusion::detail::EmptyConsumerStoreCallbacks {
+    CUTLASS_DEVICE ConsumerStoreCallbacks(Coords coords, Residue residue, int first_m,
+                                          int first_n, Params const& params)
+        : coords(coords), residue(residue), first_m(first_m), first_n(first_n), params(params) {}
+
+    Coords coords;
+    Residue residue;  // the problem's corner relative to the first value: past it, no load
+    int first_m, first_n;
+    Params const& params;
+
+    // A fragment is one subtile's values of this thread; values 2i, 2i + 1 are one row's
+    // columns (c, c + 1), c even (stmatrix's pairs, as wgmma's): checked, never assumed. Every
+    // rotated pair's cos/sin is loaded before any pair is computed (one memory latency a
+    // subtile), one 2 x 2-byte word a pair.
+    template <class ElementAccumulator, int FragmentSize>
+    CUTLASS_DEVICE cutlass::Array<float, FragmentSize> visit(
+        cutlass::Array<ElementAccumulator, FragmentSize> const& acc, int epi_v, int epi_m,
+        int epi_n) {
+      static_assert(FragmentSize % 2 == 0, "a fragment of whole pairs expected");
+      constexpr int kPairs = FragmentSize / 2;
+      Tensor at = coords(_, _, _, epi_m, epi_n);
+      uint32_t tables[kPairs];
+      bool turn[kPairs];
+      CUTLASS_PRAGMA_UNROLL
+      for (int p = 0; p < kPairs; ++p) {
+        const auto first = at(epi_v * FragmentSize + 2 * p);
+        const auto second = at(epi_v * FragmentSize + 2 * p + 1);
+        const int m = first_m + get<0>(first);
+        const int n = first_n + get<1>(first);
+        if (get<0>(second) != get<0>(first) || get<1>(second) != get<1>(first) + 1 || (n & 1)) {
+          __trap();  // a layout other than wgmma's would pair the wrong columns
+        }
+        turn[p] = elem_less(first, residue) && n < params.rotated &&
+                  n % KF_HEAD_DIM < KF_ROTARY_DIM;
+        tables[p] = 0;
+        if (turn[p]) {
+          const int64_t t = static_cast<int64_t>(m) * params.ldcs + (n % KF_HEAD_DIM) / 2;
+          const uint32_t c = __ldg(reinterpret_cast<unsigned short const*>(params.cos + t));
+          const uint32_t s = __ldg(reinterpret_cast<unsigned short const*>(params.sin + t));
+          tables[p] = c | (s << 16);
+        }
+      }
+      cutlass::Array<float, FragmentSize> out;
+      CUTLASS_PRAGMA_UNROLL
+      for (int p = 0; p < kPairs; ++p) {
+        float a = acc[2 * p], v = acc[2 * p + 1];
+        if (turn[p]) {
+          const auto cs = RegisterEpilogueBase::floats(tables[p]);  // cos, sin
+          const float turned = a * cs[0] - v * cs[1];
+          v = v * cs[0] + a * cs[1];
+          a = turned;
+        }
+        out[2 * p] = a;
+        out[2 * p + 1] = v;
+      }
+      return out;
+    }
+  };
+
+  template <bool ReferenceSrc, class... Args>
+  CUTLASS_DEVICE auto get_consumer_store_callbacks(
+      cutlass::epilogue::fusion::detail::ConsumerStoreArgs<Args...> const& args) {
+    auto [m_size, n_size, k_size, l_size] = args.problem_shape_mnkl;
+    const int first_m = static_cast<int>(m_size) - static_cast<int>(get<0>(args.residue_tCcD));
+    const int first_n = static_cast<int>(n_size) - static_cast<int>(get<1>(args.residue_tCcD));
+    return ConsumerStoreCallbacks<decltype(args.tCcD), decltype(args.residue_tCcD)>(
+        args.tCcD, args.residue_tCcD, first_m, first_n, params);
+  }
+
+  Params params;
+};
+
+using RotaryCallbacks = cutlass::epilogue::fusion::Sm90EVT<
+    cutlass::epilogue::fusion::Sm90Compute<cutlass::epilogue::thread::Identity, Element, float,
+                                           cutlass::FloatRoundStyle::round_to_nearest>,
+    RotatePairsNode>;
+using RotaryTmaEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+    cutlass::epilogue::collective::EpilogueTileAuto, float, float, void,
+    cutlass::layout::RowMajor, kAlignment, Element, cutlass::layout::RowMajor, kAlignment,
+    TmaEpilogueSchedule, RotaryCallbacks>::CollectiveOp;
+using RotaryGemm = GemmOf<RotaryTmaEpilogue>;
+#else
 using RotaryGemm = EpilogueGemm<RotaryEpilogue>;
+#endif
 
 // What a call's params depend on (EpilogueGemm::run reuses them for the same key).
 struct RotaryKey {
@@ -321,11 +497,25 @@ int kf_qkv_rotary(const void* x, const void* w, const void* bias, const void* co
                   int head_dim, int rotated, int64_t ldx, int64_t ldw, int64_t ldcs, int64_t ldo,
                   int swizzle, int raster, void* workspace, int64_t workspace_bytes,
                   void* stream) {
+#if KF_EPILOGUE == 1
+  if (bias != nullptr || row_scale != nullptr || head_dim != KF_HEAD_DIM) {
+    return kf::fail(1, "the TMA epilogue takes GPT-J's rotary alone: no bias, no row scale");
+  }
+#endif
   int device = 0;
   cudaGetDevice(&device);
   const kf::RotaryKey key{x, w, bias, cos, sin, row_scale, out, m, n, k, head_dim, rotated,
                           device, swizzle, raster, ldx, ldw, ldcs, ldo};
   const auto arguments = [&] {
+#if KF_EPILOGUE == 1
+    typename kf::RotaryTmaEpilogue::Arguments epilogue{};
+    epilogue.thread = {{static_cast<const Element*>(cos), static_cast<const Element*>(sin), ldcs,
+                        rotated},
+                       {}};  // the leaf's arguments, then the root's (none)
+    epilogue.ptr_D = static_cast<Element*>(out);
+    epilogue.dD = cute::make_stride(ldo, cute::Int<1>{}, ldo * m);
+    return kf::RotaryGemm::arguments(x, w, m, n, k, ldx, ldw, epilogue, {swizzle, raster});
+#else
     kf::RotaryEpilogue::Arguments epilogue;
     epilogue.ptr_out = static_cast<Element*>(out);
     epilogue.ldo = ldo;
@@ -337,6 +527,7 @@ int kf_qkv_rotary(const void* x, const void* w, const void* bias, const void* co
     epilogue.rotated = rotated;
     epilogue.row_scale = static_cast<const float*>(row_scale);
     return kf::RotaryGemm::arguments(x, w, m, n, k, ldx, ldw, epilogue, {swizzle, raster});
+#endif
   };
   return kf::RotaryGemm::run(key, arguments, workspace, workspace_bytes, stream);
 }

@@ -22,6 +22,7 @@ a correctness path for odd sweep shapes that check() refuses for a problem's own
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ CUDA_SOURCE = cuda_source(SOURCE)
 # The candidate after kernels/epilogue_gemm.py's CANDIDATE_HEAD.
 OP_PART = '''
 ROPE_CODES = {"half": 0, "pairs": 1}  # rotate-half over "i8"'s interleave; GPT-J's pairs
+EPILOGUE_CODES = {"register": 0, "tma": 1}
 LIBRARY = CudaLibrary(
     "kf_qkv_rotary_cutlass_sm90",
     CUDA_SOURCE,
@@ -52,6 +54,7 @@ LIBRARY = CudaLibrary(
         f"-DKF_ROPE={ROPE_CODES[ROPE]}",
         f"-DKF_ROTARY_DIM={ROTARY_DIM}",
         f"-DKF_ROW_SCALE={int(ROW_SCALE)}",
+        f"-DKF_EPILOGUE={EPILOGUE_CODES[EPILOGUE]}",
     ),
     headers=(CUTLASS,),
 )
@@ -80,7 +83,9 @@ _LIB = checked(load_library(LIBRARY, FUNCTIONS), ABI_VERSION)
 def fast_path_blocker(x, w, cos, sin, bias, out):
     """Why these tensors cannot go straight to the kernel (None when they can): TMA reads x
     and w in 16-byte rows; the epilogue reads cos, sin and the bias and writes out in pairs."""
-    wanted = [("x", x, ALIGN), ("w", w, ALIGN), ("cos", cos, 2), ("sin", sin, 2), ("out", out, 2)]
+    out_align = ALIGN if EPILOGUE == "tma" else 2  # TMA stores whole 16-byte rows
+    wanted = [("x", x, ALIGN), ("w", w, ALIGN), ("cos", cos, 2), ("sin", sin, 2)]
+    wanted.append(("out", out, out_align))
     for name, t, align in wanted + ([("bias", bias, 2)] if bias is not None else []):
         if not aligned(t, align):
             return f"{name} {tuple(t.shape)} stride {t.stride()}: not aligned for the kernel"
@@ -149,12 +154,29 @@ class CutlassSm90QkvRotary(EpilogueGemmFamily):
     )
     description = (
         "one CUTLASS 3.x Hopper GEMM over the interleaved q/k/v weight (TMA + wgmma, "
-        "warp-specialized), bias and rotary in a register epilogue"
+        "warp-specialized), bias and rotary in a register epilogue (GPT-J's rotary also "
+        "in CUTLASS's TMA-store epilogue)"
     )
-    build_params = tuple(TILE_CHOICES)
+    # EPILOGUE: "register" stores each thread's outputs from registers (every layout); "tma"
+    # (GPT-J's pairs alone) turns them in an EVT leaf of CUTLASS's collective epilogue, which
+    # stores through shared memory with TMA as CUTLASS's plain GEMMs do
+    extra_choices = {"EPILOGUE": ["register", "tma"]}
+    build_params = (*TILE_CHOICES, *extra_choices)
 
     def serves(self, layout: str) -> bool:
         return layout.startswith((INTERLEAVED, PAIRS))
+
+    def default(self, problem: Problem) -> dict[str, Any]:
+        return {**super().default(problem), "EPILOGUE": "register"}
+
+    def check(self, problem: Problem, params: Mapping[str, Any]) -> str | None:
+        if params.get("EPILOGUE") == "tma":
+            _, h, hkv, d, _ = problem.shape
+            if not is_pairs(problem):
+                return "the TMA epilogue is built for GPT-J's rotary (pairs layouts) alone"
+            if (h + 2 * hkv) * d % 8:
+                return "the TMA epilogue stores 16-byte rows: (H + 2 HKV) D must be a multiple of 8"
+        return super().check(problem, params)
 
     def template(self) -> str:
         return candidate_template(OP_PART, SOURCE)
@@ -173,6 +195,8 @@ class CutlassSm90QkvRotary(EpilogueGemmFamily):
             {"TILE_M": 64, "CLUSTER_M": 1, "SCHEDULE": "pingpong"},
             ALONG_N,
             {**PINGPONG, **ALONG_N},
+            {"EPILOGUE": "tma"},  # pairs layouts only (check)
+            {**ALONG_N, "EPILOGUE": "tma"},
         ]
         points = [{**self.default(problem), **c} for c in changes]
         return [p for p in points if self.check(problem, p) is None]
