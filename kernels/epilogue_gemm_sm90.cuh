@@ -48,10 +48,30 @@ constexpr int kAlignment = 16 / sizeof(Element);
 
 namespace kf {
 
+// CUTLASS's host-side queries, answered for an epilogue (or an epilogue visitor tree's node)
+// whose Params are its Arguments and that needs no workspace.
+struct PlainHostSide {
+  template <class ProblemShape, class Arguments>
+  static constexpr Arguments to_underlying_arguments(ProblemShape const&, Arguments const& args,
+                                                     void*) {
+    return args;
+  }
+  template <class ProblemShape, class Arguments>
+  static size_t get_workspace_size(ProblemShape const&, Arguments const&) {
+    return 0;
+  }
+  template <class ProblemShape, class Arguments>
+  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*,
+                                              cudaStream_t,
+                                              cutlass::CudaHostAdapter* = nullptr) {
+    return cutlass::Status::kSuccess;
+  }
+};
+
 // What every epilogue class shares: CUTLASS's epilogue interface with no source matrix, no
-// shared memory and no workspace. An op's epilogue derives from it and adds its Arguments,
-// can_implement and operator().
-struct RegisterEpilogueBase {
+// shared memory and no workspace. An op's epilogue derives from it and adds its Arguments
+// (its Params too), can_implement and operator().
+struct RegisterEpilogueBase : PlainHostSide {
   using EpilogueSchedule = cutlass::epilogue::NoSmemWarpSpecialized;
   using DispatchPolicy = EpilogueSchedule;
   using ElementOutput = Element;
@@ -73,16 +93,6 @@ struct RegisterEpilogueBase {
   struct SharedStorage {};
   using TensorStorage = SharedStorage;
 
-  template <class ProblemShape, class Arguments>
-  static size_t get_workspace_size(ProblemShape const&, Arguments const&) {
-    return 0;
-  }
-  template <class ProblemShape, class Arguments>
-  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*,
-                                              cudaStream_t,
-                                              cutlass::CudaHostAdapter* = nullptr) {
-    return cutlass::Status::kSuccess;
-  }
   CUTLASS_DEVICE bool is_source_needed() { return false; }
 
   // The (row, column) of each accumulator this thread holds, for a tile of `blk_shape_mnk`.

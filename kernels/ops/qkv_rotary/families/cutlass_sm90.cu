@@ -59,11 +59,6 @@ class RotaryEpilogue : public RegisterEpilogueBase {
   using Params = Arguments;
 
   template <class ProblemShape>
-  static constexpr Params to_underlying_arguments(ProblemShape const&, Arguments const& args,
-                                                  void*) {
-    return args;
-  }
-  template <class ProblemShape>
   static bool can_implement(ProblemShape const& problem_shape, Arguments const& args) {
     // Whole 16-row groups per head; 4-byte stores and cos/sin loads: even strides, aligned.
     auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; };
@@ -327,7 +322,7 @@ class RotaryEpilogue : public RegisterEpilogueBase {
 // registers (the kernel ran 299.8 us where CUTLASS's plain GEMM ran 270.5 at GPT-J's q/k/v on
 // an H100). The leaf returns the accumulators with the pairs of q's and k's first
 // KF_ROTARY_DIM dims turned, in float; the tree's root rounds them to the output type.
-struct RotatePairsNode {
+struct RotatePairsNode : PlainHostSide {
   struct SharedStorage {};
   struct Arguments {
     const Element* cos = nullptr;  // (M, KF_ROTARY_DIM / 2)
@@ -338,27 +333,11 @@ struct RotatePairsNode {
   using Params = Arguments;
 
   template <class ProblemShape>
-  static constexpr Params to_underlying_arguments(ProblemShape const&, Arguments const& args,
-                                                  void*) {
-    return args;
-  }
-  template <class ProblemShape>
   static bool can_implement(ProblemShape const& problem_shape, Arguments const& args) {
     auto const n = get<1>(problem_shape);
     return args.cos != nullptr && args.sin != nullptr && n % KF_HEAD_DIM == 0 &&
            args.rotated % KF_HEAD_DIM == 0 && args.rotated <= n;
   }
-  template <class ProblemShape>
-  static size_t get_workspace_size(ProblemShape const&, Arguments const&) {
-    return 0;
-  }
-  template <class ProblemShape>
-  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*,
-                                              cudaStream_t,
-                                              cutlass::CudaHostAdapter* = nullptr) {
-    return cutlass::Status::kSuccess;
-  }
-
   CUTLASS_HOST_DEVICE RotatePairsNode() {}
   CUTLASS_HOST_DEVICE RotatePairsNode(Params const& params, SharedStorage const&)
       : params(params) {}

@@ -33,11 +33,6 @@ class SwigluEpilogue : public RegisterEpilogueBase {
   using Params = Arguments;
 
   template <class ProblemShape>
-  static constexpr Params to_underlying_arguments(ProblemShape const&, Arguments const& args,
-                                                  void*) {
-    return args;
-  }
-  template <class ProblemShape>
   static bool can_implement(ProblemShape const& problem_shape, Arguments const& args) {
     // Stores of 2 (pair) or 8 (quad) outputs: rows and `out` aligned to them.
     const int vector = KF_STORE == 0 ? 2 : 8;
