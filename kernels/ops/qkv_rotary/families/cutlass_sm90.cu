@@ -43,6 +43,26 @@
 
 namespace kf {
 
+// GPT-J's rotary (KF_ROPE 1), one rule for both of its epilogues: column n (even) and n + 1
+// are a pair turned where n lies in a q or k head's first KF_ROTARY_DIM dims; row m's cos and
+// sin for it as one word (cos in the low half); the turn.
+CUTLASS_DEVICE bool pair_turned(int n, int rotated) {
+  return n < rotated && n % KF_HEAD_DIM < KF_ROTARY_DIM;
+}
+CUTLASS_DEVICE uint32_t pair_tables(const Element* cos, const Element* sin, int64_t ldcs, int m,
+                                    int n) {
+  const int64_t t = static_cast<int64_t>(m) * ldcs + (n % KF_HEAD_DIM) / 2;
+  const uint32_t cos_bits = __ldg(reinterpret_cast<unsigned short const*>(cos + t));
+  const uint32_t sin_bits = __ldg(reinterpret_cast<unsigned short const*>(sin + t));
+  return cos_bits | (sin_bits << 16);
+}
+CUTLASS_DEVICE void turn_pair(float& a, float& v, uint32_t tables) {
+  const auto cs = RegisterEpilogueBase::floats(tables);  // cos, sin
+  const float turned = a * cs[0] - v * cs[1];
+  v = v * cs[0] + a * cs[1];
+  a = turned;
+}
+
 class RotaryEpilogue : public RegisterEpilogueBase {
  public:
   struct Arguments {
@@ -221,12 +241,7 @@ class RotaryEpilogue : public RegisterEpilogueBase {
                                  : slot(chunk) >= 0 ? tables[slot(chunk)]
                                                     : 0;  // kByHead: a dim past the rotary
           float a = acc(i), v = acc(i + 1);
-          if (n < params.rotated && n % kHeadDim < KF_ROTARY_DIM) {
-            const auto cs = floats(words);  // cos, sin
-            const float turned = a * cs[0] - v * cs[1];
-            v = v * cs[0] + a * cs[1];
-            a = turned;
-          }
+          if (pair_turned(n, params.rotated)) turn_pair(a, v, words);
           *reinterpret_cast<uint32_t*>(params.ptr_out + static_cast<int64_t>(m) * params.ldo +
                                        n) = packed(a, v);
         }
@@ -238,12 +253,8 @@ class RotaryEpilogue : public RegisterEpilogueBase {
   // where n is not rotated (v's heads, a head's dims from KF_ROTARY_DIM on) or m is past the
   // problem.
   CUTLASS_DEVICE uint32_t table_words(int m, int n, int m_size) const {
-    const int c = n % kHeadDim;
-    if (m >= m_size || n >= params.rotated || c >= KF_ROTARY_DIM) return 0;
-    const int64_t t = static_cast<int64_t>(m) * params.ldcs + c / 2;
-    const uint32_t cos_bits = __ldg(reinterpret_cast<unsigned short const*>(params.cos + t));
-    const uint32_t sin_bits = __ldg(reinterpret_cast<unsigned short const*>(params.sin + t));
-    return cos_bits | (sin_bits << 16);
+    if (m >= m_size || !pair_turned(n, params.rotated)) return 0;
+    return pair_tables(params.cos, params.sin, params.ldcs, m, n);
   }
 
   // for_each_pair's walk (the same accumulator layout and checks), taken row by row: a block
@@ -386,26 +397,14 @@ struct RotatePairsNode : PlainHostSide {
         if (get<0>(second) != get<0>(first) || get<1>(second) != get<1>(first) + 1 || (n & 1)) {
           __trap();  // a layout other than wgmma's would pair the wrong columns
         }
-        turn[p] = elem_less(first, residue) && n < params.rotated &&
-                  n % KF_HEAD_DIM < KF_ROTARY_DIM;
-        tables[p] = 0;
-        if (turn[p]) {
-          const int64_t t = static_cast<int64_t>(m) * params.ldcs + (n % KF_HEAD_DIM) / 2;
-          const uint32_t c = __ldg(reinterpret_cast<unsigned short const*>(params.cos + t));
-          const uint32_t s = __ldg(reinterpret_cast<unsigned short const*>(params.sin + t));
-          tables[p] = c | (s << 16);
-        }
+        turn[p] = elem_less(first, residue) && pair_turned(n, params.rotated);
+        tables[p] = turn[p] ? pair_tables(params.cos, params.sin, params.ldcs, m, n) : 0;
       }
       cutlass::Array<float, FragmentSize> out;
       CUTLASS_PRAGMA_UNROLL
       for (int p = 0; p < kPairs; ++p) {
         float a = acc[2 * p], v = acc[2 * p + 1];
-        if (turn[p]) {
-          const auto cs = RegisterEpilogueBase::floats(tables[p]);  // cos, sin
-          const float turned = a * cs[0] - v * cs[1];
-          v = v * cs[0] + a * cs[1];
-          a = turned;
-        }
+        if (turn[p]) turn_pair(a, v, tables[p]);
         out[2 * p] = a;
         out[2 * p + 1] = v;
       }
