@@ -9,12 +9,15 @@ costs, so the model gained nothing from it (model_gptj_block_h100_v2.json). Buil
 needs only nvcc and the CUTLASS headers; the GPU side needs only torch (the device image's),
 so a device call carries the builds and this tree, nothing else.
 
-    python -m benchmarks.qkv_rotary_cutlass_probe --build DIR [--source FILE.cu] [--name PREFIX]
+    python -m benchmarks.qkv_rotary_cutlass_probe --build DIR [--source FILE.cu] [--name PREFIX] [--plain]
     python -m benchmarks.qkv_rotary_cutlass_probe --libs DIR --out F.json      # on the GPU
 
 --source builds another version of the family's .cu (e.g. `git show REV:...`) under --name's
 prefix, so one run times an epilogue before and after a change (an older source takes only
-the register epilogue's --configs).
+the register epilogue's --configs). --plain also builds `matmul_cutlass_sm90` at the same tiles
+(plain_*.so, CUTLASS's own epilogue, no rotary): on an H100 the TMA-store build ran 286 us with
+nothing rotated where cuBLAS ran 263 (qkv_rotary_cutlass_probe_h100.json), and the plain GEMM's
+270.5 was another run's; timed in one run, the three say whether the gap is this family's GEMM.
 """
 
 from __future__ import annotations
@@ -44,6 +47,25 @@ CONFIGS = {
     "t128x128_c2x1_ping_tma": ((128, 128, 64), (2, 1), 1, 1),
 }
 TILE_ORDER = (1, 0)  # swizzle, raster: CUTLASS's own (kf::TileOrder)
+PLAIN_SOURCE = SOURCE.parents[2] / "matmul/families/cutlass_sm90.cu"
+PLAIN_CONFIGS = ("t128x256_c2x1_coop", "t128x256_c1x1_coop")  # the register epilogue's tiles
+PLAIN_RUNTIME = (
+    1,
+    *TILE_ORDER,
+    1,
+)  # kf_gemm's splits, swizzle, raster, decomposition (1 data-parallel)
+
+
+def plain_nvcc_command(config: str, out: Path) -> list[str]:
+    """matmul_cutlass_sm90's build of this config: x (M, K) @ w (N, K)^T, nothing added."""
+    command = nvcc_command(config, PLAIN_SOURCE, out)
+    keep = [f for f in command if not f.startswith("-DKF_") or f.split("=")[0] in PLAIN_FLAGS]
+    return keep[:-3] + ["-DKF_A_K_MAJOR=1", "-DKF_B_K_MAJOR=1", "-DKF_BIAS=0", "-DKF_ACT=0",
+                        "-DKF_RES=0", *keep[-3:]]  # fmt: skip
+
+
+PLAIN_FLAGS = {"-DKF_ELEM", "-DKF_TILE_M", "-DKF_TILE_N", "-DKF_TILE_K", "-DKF_CLUSTER_M",
+               "-DKF_CLUSTER_N", "-DKF_SCHEDULE", "-DKF_SCHEDULER", "-DKF_STAGES"}  # fmt: skip
 
 
 def nvcc_command(config: str, source: Path, out: Path) -> list[str]:
@@ -62,18 +84,15 @@ def nvcc_command(config: str, source: Path, out: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def build(out_dir: Path, source: Path, prefix: str, jobs: int, configs: list[str]) -> dict:
-    from kernels.epilogue_gemm import cuda_source
-
+def build(out_dir: Path, prefix: str, jobs: int, configs: list[str], command) -> dict:
+    """Compiles each config to out_dir/PREFIX_CONFIG.so; command(config, out) is its nvcc line."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    pasted = out_dir / f"{prefix}.cu"  # the shared GEMM and the op's epilogue, as candidates get
-    pasted.write_text(cuda_source(source))
 
     def one(config: str) -> tuple[str, dict]:
         name = f"{prefix}_{config}"
         t0 = time.perf_counter()
         proc = subprocess.run(
-            nvcc_command(config, pasted, out_dir / f"{name}.so"), capture_output=True, text=True
+            command(config, out_dir / f"{name}.so"), capture_output=True, text=True
         )
         registers = [line.strip() for line in proc.stderr.splitlines() if "registers" in line]
         return name, {"ok": proc.returncode == 0, "seconds": round(time.perf_counter() - t0, 1),
@@ -81,6 +100,15 @@ def build(out_dir: Path, source: Path, prefix: str, jobs: int, configs: list[str
 
     with ThreadPoolExecutor(jobs) as pool:
         return dict(pool.map(one, configs))
+
+
+def build_family(out_dir: Path, source: Path, prefix: str, jobs: int, configs: list[str]) -> dict:
+    from kernels.epilogue_gemm import cuda_source
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pasted = out_dir / f"{prefix}.cu"  # the shared GEMM and the op's epilogue, as candidates get
+    pasted.write_text(cuda_source(source))
+    return build(out_dir, prefix, jobs, configs, lambda c, out: nvcc_command(c, pasted, out))
 
 
 def load(path: Path):
@@ -98,7 +126,21 @@ def load(path: Path):
     return lib
 
 
-def probe(libs: dict) -> dict:
+def load_plain(path: Path):
+    lib = ctypes.CDLL(str(path))
+    p, i, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
+    # matmul_cutlass_sm90's kf_gemm, ABI 2: a, b, d, bias, residual, m, n, k, lda, ldb, ldd,
+    # ldr, splits, swizzle, raster, decomposition, workspace, its bytes, stream
+    lib.kf_gemm.argtypes = [p] * 5 + [i] * 3 + [i64] * 4 + [i] * 4 + [p, i64, p]
+    lib.kf_gemm.restype = i
+    lib.kf_workspace_size.argtypes = [i] * 7
+    lib.kf_workspace_size.restype = i64
+    lib.kf_last_error.restype = ctypes.c_char_p
+    lib.kf_describe.restype = ctypes.c_char_p
+    return lib
+
+
+def probe(libs: dict, plain_libs: dict) -> dict:
     import torch
 
     from harness.results import Regime
@@ -125,6 +167,22 @@ def probe(libs: dict) -> dict:
     fns = {"eager": eager, "gemm": lambda: torch.matmul(x, w.T)}
     stream = torch.cuda.current_stream().cuda_stream
     row: dict = {"shape": "x".join(map(str, SHAPE)), "rotary_dim": ROTARY_DIM, "builds": {}}
+    for name, lib in plain_libs.items():
+        out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        ws = torch.empty(max(1, lib.kf_workspace_size(m, n, k, *PLAIN_RUNTIME)), device="cuda",
+                         dtype=torch.uint8)  # fmt: skip
+
+        def gemm(lib=lib, out=out, ws=ws):
+            code = lib.kf_gemm(x.data_ptr(), w.data_ptr(), out.data_ptr(), None, None, m, n, k,
+                               k, k, n, n, *PLAIN_RUNTIME, ws.data_ptr(), ws.numel(), stream)  # fmt: skip
+            if code:
+                raise RuntimeError(lib.kf_last_error().decode())
+            return out
+
+        err = (gemm().float() - references[False]).abs().max().item() / scale
+        torch.cuda.synchronize()
+        row["builds"][name] = {"describe": lib.kf_describe().decode(), "rel_err": round(err, 6)}
+        fns[name] = gemm
     for name, lib in libs.items():
         out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         ws_bytes = lib.kf_workspace_size(m, n, k, *TILE_ORDER)
@@ -162,19 +220,24 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--name", default="current", help="the builds' name prefix")
     ap.add_argument("--jobs", type=int, default=3)
     ap.add_argument("--configs", help="which of CONFIGS to build, comma-separated (default all)")
+    ap.add_argument("--plain", action="store_true", help="also build matmul_cutlass_sm90's GEMM")
     ap.add_argument("--libs", type=Path, help="a --build folder: time every build in it")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     if args.build:
         configs = args.configs.split(",") if args.configs else list(CONFIGS)
-        built = build(args.build, args.source, args.name, args.jobs, configs)
+        built = build_family(args.build, args.source, args.name, args.jobs, configs)
+        if args.plain:
+            built |= build(args.build, "plain", args.jobs, list(PLAIN_CONFIGS), plain_nvcc_command)
         for name, info in built.items():
             print(name, "ok" if info["ok"] else "FAILED", info["seconds"], "s", info["ptxas"],
                   info["log"])  # fmt: skip
         return 0 if all(i["ok"] for i in built.values()) else 1
     record = results_record.stamp("benchmarks.qkv_rotary_cutlass_probe", argv)
-    libs = {path.stem: load(path) for path in sorted(args.libs.glob("*.so"))}
-    record["row"] = probe(libs)
+    paths = sorted(args.libs.glob("*.so"))
+    libs = {path.stem: load(path) for path in paths if not path.stem.startswith("plain_")}
+    plain_libs = {path.stem: load_plain(path) for path in paths if path.stem.startswith("plain_")}
+    record["row"] = probe(libs, plain_libs)
     print(record["row"], flush=True)
     results_record.write(record, args.out)
     return 0
