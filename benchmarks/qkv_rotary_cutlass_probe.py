@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from benchmarks import results_record
+from benchmarks.cutlass_build_abi import INT, INT64, PTR, open_build
 
 SOURCE = Path(__file__).resolve().parents[1] / "kernels/ops/qkv_rotary/families/cutlass_sm90.cu"
 # GPT-J-6B's q/k/v at 2 x 1024 tokens: M tokens, heads, kv heads, head dim, model dim; rotary
@@ -111,33 +112,21 @@ def build_family(out_dir: Path, source: Path, prefix: str, jobs: int, configs: l
     return build(out_dir, prefix, jobs, configs, lambda c, out: nvcc_command(c, pasted, out))
 
 
-def load(path: Path):
-    lib = ctypes.CDLL(str(path))
-    p, i, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
+def load(path: Path) -> ctypes.CDLL:
     # kf_qkv_rotary's ABI 3 (the family's FUNCTIONS): x, w, bias, cos, sin, row scale, out,
     # m, n, k, head dim, rotated columns, the strides of x, w, cos/sin and out, the tile order
     # (swizzle, raster), workspace, its bytes, stream
-    lib.kf_qkv_rotary.argtypes = [p] * 7 + [i] * 5 + [i64] * 4 + [i, i, p, i64, p]
-    lib.kf_qkv_rotary.restype = i
-    lib.kf_workspace_size.argtypes = [i] * 5
-    lib.kf_workspace_size.restype = i64
-    lib.kf_last_error.restype = ctypes.c_char_p
-    lib.kf_describe.restype = ctypes.c_char_p
-    return lib
+    return open_build(
+        path, "kf_qkv_rotary", [PTR] * 7 + [INT] * 5 + [INT64] * 4 + [INT, INT, PTR, INT64, PTR], 5
+    )
 
 
-def load_plain(path: Path):
-    lib = ctypes.CDLL(str(path))
-    p, i, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
+def load_plain(path: Path) -> ctypes.CDLL:
     # matmul_cutlass_sm90's kf_gemm, ABI 2: a, b, d, bias, residual, m, n, k, lda, ldb, ldd,
     # ldr, splits, swizzle, raster, decomposition, workspace, its bytes, stream
-    lib.kf_gemm.argtypes = [p] * 5 + [i] * 3 + [i64] * 4 + [i] * 4 + [p, i64, p]
-    lib.kf_gemm.restype = i
-    lib.kf_workspace_size.argtypes = [i] * 7
-    lib.kf_workspace_size.restype = i64
-    lib.kf_last_error.restype = ctypes.c_char_p
-    lib.kf_describe.restype = ctypes.c_char_p
-    return lib
+    return open_build(
+        path, "kf_gemm", [PTR] * 5 + [INT] * 3 + [INT64] * 4 + [INT] * 4 + [PTR, INT64, PTR], 7
+    )
 
 
 def probe(libs: dict, plain_libs: dict) -> dict:

@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from benchmarks import results_record
+from benchmarks.cutlass_build_abi import INT, INT64, PTR, open_build
 from kernels.ops.swiglu_gate.op import interleave
 
 SOURCE = Path(__file__).resolve().parents[1] / "kernels/ops/swiglu_gate/families/cutlass_sm90.cu"
@@ -86,18 +87,15 @@ def build(out_dir: Path, jobs: int, names: list[str] | None = None) -> dict:
         return dict(pool.map(one, names or list(CONFIGS)))
 
 
-def load(path: Path):
-    lib = ctypes.CDLL(str(path))
-    p, i, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
+def load(path: Path) -> ctypes.CDLL:
     # kf_swiglu's ABI 3 (the family's FUNCTIONS): x, w, row scale, out, m, n, k, the strides,
     # the tile order (swizzle, raster), workspace, its bytes, stream
-    lib.kf_swiglu.argtypes = [p, p, p, p, i, i, i, i64, i64, i64, i, i, p, i64, p]
-    lib.kf_swiglu.restype = i
-    lib.kf_workspace_size.argtypes = [i] * 5
-    lib.kf_workspace_size.restype = i64
-    lib.kf_last_error.restype = ctypes.c_char_p
-    lib.kf_describe.restype = ctypes.c_char_p
-    return lib
+    return open_build(
+        path,
+        "kf_swiglu",
+        [PTR, PTR, PTR, PTR, INT, INT, INT, INT64, INT64, INT64, INT, INT, PTR, INT64, PTR],
+        5,
+    )
 
 
 def probe_shape(shape, libs: dict, compile_too: bool) -> dict:
