@@ -50,38 +50,38 @@ CONFIGS = {
 TILE_ORDER = (1, 0)  # swizzle, raster: CUTLASS's own (kf::TileOrder)
 PLAIN_SOURCE = SOURCE.parents[2] / "matmul/families/cutlass_sm90.cu"
 PLAIN_CONFIGS = ("t128x256_c2x1_coop", "t128x256_c1x1_coop")  # the register epilogue's tiles
-PLAIN_RUNTIME = (
-    1,
-    *TILE_ORDER,
-    1,
-)  # kf_gemm's splits, swizzle, raster, decomposition (1 data-parallel)
+# kf_gemm's run-time arguments: one split, the same tile order, data-parallel (decomposition 1)
+PLAIN_RUNTIME = (1, *TILE_ORDER, 1)
 
 
-def plain_nvcc_command(config: str, out: Path) -> list[str]:
-    """matmul_cutlass_sm90's build of this config: x (M, K) @ w (N, K)^T, nothing added."""
-    command = nvcc_command(config, PLAIN_SOURCE, out)
-    keep = [f for f in command if not f.startswith("-DKF_") or f.split("=")[0] in PLAIN_FLAGS]
-    return keep[:-3] + ["-DKF_A_K_MAJOR=1", "-DKF_B_K_MAJOR=1", "-DKF_BIAS=0", "-DKF_ACT=0",
-                        "-DKF_RES=0", *keep[-3:]]  # fmt: skip
-
-
-PLAIN_FLAGS = {"-DKF_ELEM", "-DKF_TILE_M", "-DKF_TILE_N", "-DKF_TILE_K", "-DKF_CLUSTER_M",
-               "-DKF_CLUSTER_N", "-DKF_SCHEDULE", "-DKF_SCHEDULER", "-DKF_STAGES"}  # fmt: skip
-
-
-def nvcc_command(config: str, source: Path, out: Path) -> list[str]:
+def gemm_command(config: str) -> list[str]:
+    """nvcc and the flags for the GEMM of this config, which both families' sources read alike."""
     import cutlass_library
 
     include = Path(cutlass_library.__file__).parent / "source/include"
-    (tm, tn, tk), (cm, cn), schedule, epilogue = CONFIGS[config]
+    (tm, tn, tk), (cm, cn), schedule, _ = CONFIGS[config]
     return [
         "nvcc", "-std=c++17", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr",
         "-gencode=arch=compute_90a,code=sm_90a", f"-I{include}", "-Xcompiler", "-fPIC",
         "-shared", "-Xptxas", "-v", "-DKF_ELEM=0", f"-DKF_TILE_M={tm}", f"-DKF_TILE_N={tn}",
         f"-DKF_TILE_K={tk}", f"-DKF_CLUSTER_M={cm}", f"-DKF_CLUSTER_N={cn}",
         f"-DKF_SCHEDULE={schedule}", "-DKF_SCHEDULER=0", "-DKF_STAGES=0",
+    ]  # fmt: skip
+
+
+def nvcc_command(config: str, source: Path, out: Path) -> list[str]:
+    epilogue = CONFIGS[config][3]
+    return gemm_command(config) + [
         f"-DKF_HEAD_DIM={SHAPE[3]}", "-DKF_ROPE=1", f"-DKF_ROTARY_DIM={ROTARY_DIM}",
         "-DKF_ROW_SCALE=0", f"-DKF_EPILOGUE={epilogue}", str(source), "-o", str(out),
+    ]  # fmt: skip
+
+
+def plain_nvcc_command(config: str, out: Path) -> list[str]:
+    """matmul_cutlass_sm90's build of this config: x (M, K) @ w (N, K)^T, nothing added."""
+    return gemm_command(config) + [
+        "-DKF_A_K_MAJOR=1", "-DKF_B_K_MAJOR=1", "-DKF_BIAS=0", "-DKF_ACT=0", "-DKF_RES=0",
+        str(PLAIN_SOURCE), "-o", str(out),
     ]  # fmt: skip
 
 
