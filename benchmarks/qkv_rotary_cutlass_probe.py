@@ -46,6 +46,8 @@ CONFIGS = {
     "t64x256_c1x1_ping": ((64, 256, 64), (1, 1), 1, 0),
     "t128x256_c2x1_coop_tma": ((128, 256, 64), (2, 1), 0, 1),
     "t128x128_c2x1_ping_tma": ((128, 128, 64), (2, 1), 1, 1),
+    "t128x256_c1x1_coop_tma": ((128, 256, 64), (1, 1), 0, 1),
+    "t256x128_c1x2_coop_tma": ((256, 128, 64), (1, 2), 0, 1),
 }
 TILE_ORDER = (1, 0)  # swizzle, raster: CUTLASS's own (kf::TileOrder)
 PLAIN_SOURCE = SOURCE.parents[2] / "matmul/families/cutlass_sm90.cu"

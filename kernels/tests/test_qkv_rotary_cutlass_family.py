@@ -6,6 +6,7 @@ the real one."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import types
@@ -36,6 +37,7 @@ from kernels.tests.test_cutlass_family import (
 )
 
 FAMILY = CutlassSm90QkvRotary()
+REGISTER = {"EPILOGUE": "register"}  # the pairs layouts' other epilogue
 OP = get_op("qkv_rotary")
 
 
@@ -175,7 +177,11 @@ def test_the_tma_epilogue_is_gpt_js_rotary_alone_and_searched_there():
     assert "pairs layouts" in FAMILY.check(problem(), {**FAMILY.default(problem()), **tma})
     odd = Problem("qkv_rotary", (64, 1, 1, 2, 64), "bf16", "pairs+rot=2+head_dim=2+kv_heads=1")
     assert "16-byte rows" in FAMILY.check(odd, {**FAMILY.default(odd), "EPILOGUE": "tma"})
-    assert tma in FAMILY.starting_points(gptj)
+    assert FAMILY.default(gptj) == tma and FAMILY.default(odd)["EPILOGUE"] == "register"
+    assert FAMILY.default(problem())["EPILOGUE"] == "register"
+    starts = FAMILY.starting_points(gptj)
+    assert tma in starts and {**tma, **REGISTER} in starts
+    assert len(starts) == len({json.dumps(p, sort_keys=True) for p in starts})
     assert not [p for p in FAMILY.starting_points(problem()) if p["EPILOGUE"] == "tma"]
     epilogues = {p["EPILOGUE"] for p in FAMILY.library_points(gptj)}
     assert epilogues == {"register", "tma"}
@@ -204,9 +210,9 @@ def test_the_source_is_pasted_whole_and_the_flags_carry_the_point(load):
     _, lib = load(gptj, FAMILY.default(gptj))
     flags = dict(f[2:].split("=", 1) for f in lib.flags if f.startswith("-DKF_"))
     assert (flags["KF_ROPE"], flags["KF_ROTARY_DIM"], flags["KF_HEAD_DIM"]) == ("1", "64", "256")
-    assert flags["KF_EPILOGUE"] == "0"  # the register epilogue unless a point asks for TMA's
-    _, lib = load(gptj, {**FAMILY.default(gptj), "EPILOGUE": "tma"})
-    assert "-DKF_EPILOGUE=1" in lib.flags
+    assert flags["KF_EPILOGUE"] == "1"  # the TMA epilogue unless a point asks for registers
+    _, lib = load(gptj, {**FAMILY.default(gptj), **REGISTER})
+    assert "-DKF_EPILOGUE=0" in lib.flags
     assert_declared_as_in_c(module, CUDA_SOURCE)
 
 
@@ -288,15 +294,20 @@ def test_run_refuses_what_it_was_not_built_for_with_a_clear_message(load):
         ((300, 4, 2, 128, 4104), "i8+bias", {"TILE_N": 64}),  # half a head a tile: pair by pair
         ((33, 2, 1, 32, 65), "i8+bias", {}),  # partial tiles, the padded path
         ((512, 8, 2, 128, 512), "i8", {"TILE_M": 64, "CLUSTER_M": 1, "SCHEDULE": "pingpong"}),
-        ((2048, 16, 16, 256, 4096), "pairs+rot=64+head_dim=256+kv_heads=16", {}),  # GPT-J-6B's
-        ((2048, 16, 16, 256, 4096), "pairs+rot=64+head_dim=256+kv_heads=16", ALONG_N),
+        # GPT-J-6B's rotary in the register epilogue (the TMA one is the pairs' default)
+        ((2048, 16, 16, 256, 4096), "pairs+rot=64+head_dim=256+kv_heads=16", REGISTER),
+        (
+            (2048, 16, 16, 256, 4096),
+            "pairs+rot=64+head_dim=256+kv_heads=16",
+            {**ALONG_N, **REGISTER},
+        ),
         ((300, 4, 2, 128, 4104), "i8+bias", {"SCHEDULER": "streamk", **ALONG_N}),
         (
             (300, 4, 4, 256, 4104),
             "pairs+rot=64+head_dim=256+kv_heads=4",
-            {"TILE_N": 128, "SCHEDULE": "pingpong"},
+            {"TILE_N": 128, "SCHEDULE": "pingpong", **REGISTER},
         ),
-        ((33, 2, 1, 32, 65), "pairs+rot=16+head_dim=32+kv_heads=1", {}),  # the padded path
+        ((33, 2, 1, 32, 65), "pairs+rot=16+head_dim=32+kv_heads=1", REGISTER),  # padded path
         # GPT-J's rotary in CUTLASS's TMA-store epilogue: its shape, another order, ragged
         # edges under a half-head tile and stream-K, and the padded path
         ((2048, 16, 16, 256, 4096), "pairs+rot=64+head_dim=256+kv_heads=16", {"EPILOGUE": "tma"}),
@@ -316,6 +327,9 @@ def test_run_refuses_what_it_was_not_built_for_with_a_clear_message(load):
             {"SCHEDULER": "streamk", "EPILOGUE": "tma"},
         ),
         ((33, 2, 1, 32, 65), "pairs+rot=16+head_dim=32+kv_heads=1", {"EPILOGUE": "tma"}),
+        # subtiles (32 columns) turned whole or not at all: each 128x256 tile holds 4 heads of
+        # 64, the first 32 of each turned, so turned and plain subtiles alternate
+        ((300, 4, 2, 64, 512), "pairs+rot=32+head_dim=64+kv_heads=2", {"EPILOGUE": "tma"}),
         ((2048, 16, 16, 64, 1024), "i8+rowscale", {}),  # llama_block's, its norm folded in
         ((2048, 28, 4, 128, 3584), "i8+bias+rowscale", {"TILE_N": 64}),  # Qwen2's, pair by pair
         ((33, 2, 1, 32, 65), "i8+bias+rowscale", {}),  # the padded path

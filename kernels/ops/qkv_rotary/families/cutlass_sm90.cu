@@ -364,16 +364,37 @@ struct RotatePairsNode : PlainHostSide {
 
   // coords: this thread's (row, column) of each value it holds, relative to its first
   // (R2S, R2S_M, R2S_N, EPI_M, EPI_N); first_m/n: that first value's, in the problem.
-  template <class Coords, class Residue>
+  // tile_n: the CTA tile's first column; kSubtileN: an epilogue subtile's columns.
+  template <class Coords, class Residue, int kSubtileN>
   struct ConsumerStoreCallbacks : cutlass::epilogue::fusion::detail::EmptyConsumerStoreCallbacks {
     CUTLASS_DEVICE ConsumerStoreCallbacks(Coords coords, Residue residue, int first_m,
-                                          int first_n, Params const& params)
-        : coords(coords), residue(residue), first_m(first_m), first_n(first_n), params(params) {}
+                                          int first_n, int tile_n, Params const& params)
+        : coords(coords),
+          residue(residue),
+          first_m(first_m),
+          first_n(first_n),
+          tile_n(tile_n),
+          params(params) {}
 
     Coords coords;
     Residue residue;  // the problem's corner relative to the first value: past it, no load
-    int first_m, first_n;
+    int first_m, first_n, tile_n;
     Params const& params;
+
+    // Whether subtile (epi_m, epi_n) surely holds no turned pair: where the subtile's width
+    // divides both the head and the rotary dims, a subtile is turned whole or not at all, so
+    // one test of its first column answers for all its values. Most subtiles (GPT-J: 5 in 6,
+    // v's heads and each q/k head's dims past 64) then skip the per-value coordinates, layout
+    // checks and residue tests, which cost ~20 us on an H100 at GPT-J's q/k/v
+    // (qkv_rotary_cutlass_probe_h100_v2.json): the cooperative kernel's epilogue does not
+    // overlap its mainloop, so every instruction there is on the critical path.
+    CUTLASS_DEVICE bool subtile_plain(int epi_n) const {
+      if constexpr (KF_HEAD_DIM % kSubtileN == 0 && KF_ROTARY_DIM % kSubtileN == 0) {
+        return !pair_turned(tile_n + epi_n * kSubtileN, params.rotated);
+      } else {
+        return false;
+      }
+    }
 
     // A fragment is one subtile's values of this thread; values 2i, 2i + 1 are one row's
     // columns (c, c + 1), c even (stmatrix's pairs, as wgmma's): checked, never assumed. Every
@@ -384,6 +405,12 @@ struct RotatePairsNode : PlainHostSide {
         cutlass::Array<ElementAccumulator, FragmentSize> const& acc, int epi_v, int epi_m,
         int epi_n) {
       static_assert(FragmentSize % 2 == 0, "a fragment of whole pairs expected");
+      cutlass::Array<float, FragmentSize> out;
+      if (subtile_plain(epi_n)) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < FragmentSize; ++i) out[i] = acc[i];
+        return out;
+      }
       constexpr int kPairs = FragmentSize / 2;
       Tensor at = coords(_, _, _, epi_m, epi_n);
       uint32_t tables[kPairs];
@@ -400,7 +427,6 @@ struct RotatePairsNode : PlainHostSide {
         turn[p] = elem_less(first, residue) && pair_turned(n, params.rotated);
         tables[p] = turn[p] ? pair_tables(params.cos, params.sin, params.ldcs, m, n) : 0;
       }
-      cutlass::Array<float, FragmentSize> out;
       CUTLASS_PRAGMA_UNROLL
       for (int p = 0; p < kPairs; ++p) {
         float a = acc[2 * p], v = acc[2 * p + 1];
@@ -418,8 +444,11 @@ struct RotatePairsNode : PlainHostSide {
     auto [m_size, n_size, k_size, l_size] = args.problem_shape_mnkl;
     const int first_m = static_cast<int>(m_size) - static_cast<int>(get<0>(args.residue_tCcD));
     const int first_n = static_cast<int>(n_size) - static_cast<int>(get<1>(args.residue_tCcD));
-    return ConsumerStoreCallbacks<decltype(args.tCcD), decltype(args.residue_tCcD)>(
-        args.tCcD, args.residue_tCcD, first_m, first_n, params);
+    const int tile_n =
+        static_cast<int>(get<1>(args.tile_coord_mnkl)) * size<1>(args.tile_shape_mnk);
+    return ConsumerStoreCallbacks<decltype(args.tCcD), decltype(args.residue_tCcD),
+                                  decltype(size<1>(args.epi_tile))::value>(
+        args.tCcD, args.residue_tCcD, first_m, first_n, tile_n, params);
   }
 
   Params params;
