@@ -18,6 +18,8 @@ the register epilogue's --configs). --plain also builds `matmul_cutlass_sm90` at
 (plain_*.so, CUTLASS's own epilogue, no rotary): on an H100 the TMA-store build ran 286 us with
 nothing rotated where cuBLAS ran 263 (qkv_rotary_cutlass_probe_h100.json), and the plain GEMM's
 270.5 was another run's; timed in one run, the three say whether the gap is this family's GEMM.
+It was not (qkv_rotary_cutlass_probe_h100_v2.json): the plain GEMM ran 265, and a diagnostic
+copy of the family whose EVT leaf did no work 264.5; the leaf's per-value work was the gap.
 """
 
 from __future__ import annotations
