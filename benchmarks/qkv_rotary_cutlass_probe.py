@@ -32,8 +32,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from benchmarks import results_record
-from benchmarks.cutlass_build_abi import INT, INT64, PTR, open_build
+from benchmarks import cutlass_build_abi, results_record
+from benchmarks.cutlass_build_abi import INT, INT64, PTR, open_build, open_plain
 
 SOURCE = Path(__file__).resolve().parents[1] / "kernels/ops/qkv_rotary/families/cutlass_sm90.cu"
 # GPT-J-6B's q/k/v at 2 x 1024 tokens: M tokens, heads, kv heads, head dim, model dim; rotary
@@ -52,25 +52,12 @@ CONFIGS = {
     "t256x128_c1x2_coop_tma": ((256, 128, 64), (1, 2), 0, 1),
 }
 TILE_ORDER = (1, 0)  # swizzle, raster: CUTLASS's own (kf::TileOrder)
-PLAIN_SOURCE = SOURCE.parents[2] / "matmul/families/cutlass_sm90.cu"
 PLAIN_CONFIGS = ("t128x256_c2x1_coop", "t128x256_c1x1_coop")  # the register epilogue's tiles
-# kf_gemm's run-time arguments: one split, the same tile order, data-parallel (decomposition 1)
-PLAIN_RUNTIME = (1, *TILE_ORDER, 1)
 
 
 def gemm_command(config: str) -> list[str]:
     """nvcc and the flags for the GEMM of this config, which both families' sources read alike."""
-    import cutlass_library
-
-    include = Path(cutlass_library.__file__).parent / "source/include"
-    (tm, tn, tk), (cm, cn), schedule, _ = CONFIGS[config]
-    return [
-        "nvcc", "-std=c++17", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr",
-        "-gencode=arch=compute_90a,code=sm_90a", f"-I{include}", "-Xcompiler", "-fPIC",
-        "-shared", "-Xptxas", "-v", "-DKF_ELEM=0", f"-DKF_TILE_M={tm}", f"-DKF_TILE_N={tn}",
-        f"-DKF_TILE_K={tk}", f"-DKF_CLUSTER_M={cm}", f"-DKF_CLUSTER_N={cn}",
-        f"-DKF_SCHEDULE={schedule}", "-DKF_SCHEDULER=0", "-DKF_STAGES=0",
-    ]  # fmt: skip
+    return cutlass_build_abi.gemm_command(*CONFIGS[config][:3])
 
 
 def nvcc_command(config: str, source: Path, out: Path) -> list[str]:
@@ -83,10 +70,7 @@ def nvcc_command(config: str, source: Path, out: Path) -> list[str]:
 
 def plain_nvcc_command(config: str, out: Path) -> list[str]:
     """matmul_cutlass_sm90's build of this config: x (M, K) @ w (N, K)^T, nothing added."""
-    return gemm_command(config) + [
-        "-DKF_A_K_MAJOR=1", "-DKF_B_K_MAJOR=1", "-DKF_BIAS=0", "-DKF_ACT=0", "-DKF_RES=0",
-        str(PLAIN_SOURCE), "-o", str(out),
-    ]  # fmt: skip
+    return cutlass_build_abi.plain_gemm_command(*CONFIGS[config][:3], out)
 
 
 def build(out_dir: Path, prefix: str, jobs: int, configs: list[str], command) -> dict:
@@ -125,14 +109,6 @@ def load(path: Path) -> ctypes.CDLL:
     )
 
 
-def load_plain(path: Path) -> ctypes.CDLL:
-    # matmul_cutlass_sm90's kf_gemm, ABI 2: a, b, d, bias, residual, m, n, k, lda, ldb, ldd,
-    # ldr, splits, swizzle, raster, decomposition, workspace, its bytes, stream
-    return open_build(
-        path, "kf_gemm", [PTR] * 5 + [INT] * 3 + [INT64] * 4 + [INT] * 4 + [PTR, INT64, PTR], 7
-    )
-
-
 def probe(libs: dict, plain_libs: dict) -> dict:
     import torch
 
@@ -161,17 +137,7 @@ def probe(libs: dict, plain_libs: dict) -> dict:
     stream = torch.cuda.current_stream().cuda_stream
     row: dict = {"shape": "x".join(map(str, SHAPE)), "rotary_dim": ROTARY_DIM, "builds": {}}
     for name, lib in plain_libs.items():
-        out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-        ws = torch.empty(max(1, lib.kf_workspace_size(m, n, k, *PLAIN_RUNTIME)), device="cuda",
-                         dtype=torch.uint8)  # fmt: skip
-
-        def gemm(lib=lib, out=out, ws=ws):
-            code = lib.kf_gemm(x.data_ptr(), w.data_ptr(), out.data_ptr(), None, None, m, n, k,
-                               k, k, n, n, *PLAIN_RUNTIME, ws.data_ptr(), ws.numel(), stream)  # fmt: skip
-            if code:
-                raise RuntimeError(lib.kf_last_error().decode())
-            return out
-
+        gemm = cutlass_build_abi.plain_gemm(lib, x, w)
         err = (gemm().float() - references[False]).abs().max().item() / scale
         torch.cuda.synchronize()
         row["builds"][name] = {"describe": lib.kf_describe().decode(), "rel_err": round(err, 6)}
@@ -229,7 +195,7 @@ def main(argv: list[str]) -> int:
     record = results_record.stamp("benchmarks.qkv_rotary_cutlass_probe", argv)
     paths = sorted(args.libs.glob("*.so"))
     libs = {path.stem: load(path) for path in paths if not path.stem.startswith("plain_")}
-    plain_libs = {path.stem: load_plain(path) for path in paths if path.stem.startswith("plain_")}
+    plain_libs = {path.stem: open_plain(path) for path in paths if path.stem.startswith("plain_")}
     record["row"] = probe(libs, plain_libs)
     print(record["row"], flush=True)
     results_record.write(record, args.out)

@@ -15,7 +15,7 @@ module (two F.linear, silu, mul), torch.compile of it, torch.matmul over the int
 (2N, K) weight alone (the same FLOPs with no gating: the GEMM floor) and each CUTLASS
 configuration; and checks each configuration against an fp32 reference beside eager's error.
 
-    python -m benchmarks.swiglu_cutlass_probe --build DIR          # any machine with nvcc
+    python -m benchmarks.swiglu_cutlass_probe --build DIR [--plain]   # any machine with nvcc
     python -m benchmarks.swiglu_cutlass_probe --libs DIR --out F.json   # on the GPU
 """
 
@@ -30,7 +30,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from benchmarks import results_record
-from benchmarks.cutlass_build_abi import INT, INT64, PTR, open_build
+from benchmarks.cutlass_build_abi import (
+    INT,
+    INT64,
+    PTR,
+    gemm_command,
+    open_build,
+    open_plain,
+    plain_gemm,
+    plain_gemm_command,
+)
 from kernels.ops.swiglu_gate.op import interleave
 
 SOURCE = Path(__file__).resolve().parents[1] / "kernels/ops/swiglu_gate/families/cutlass_sm90.cu"
@@ -47,6 +56,15 @@ CONFIGS = {
     "g8q_t64x256x64_c1x1_ping": ((64, 256, 64), (1, 1), 1, 1),
 }
 TILE_ORDER = (1, 0)  # swizzle, raster: CUTLASS's own (kf::TileOrder)
+# --plain: matmul_cutlass_sm90's GEMM over the same (M, 2N, K) with nothing added (CUTLASS's own
+# TMA-store epilogue): with gemm_2n (cuBLAS) it splits a gated build's distance from the GEMM
+# floor into the mainloop's and the epilogue's. The last is cuBLAS's own tile and cluster at
+# Qwen2-7B's size on an H100 (nvjet 256x128, 1x2: model_qwen2_block_h100.json's kernel table).
+PLAIN_CONFIGS = {
+    "plain_t128x256x64_c2x1_coop": ((128, 256, 64), (2, 1), 0),
+    "plain_t128x128x64_c2x1_ping": ((128, 128, 64), (2, 1), 1),
+    "plain_t256x128x64_c1x2_coop": ((256, 128, 64), (1, 2), 0),
+}
 SHAPES = {  # (M tokens, N hidden, K model dim)
     "qwen2_7b_2x1024": (2048, 18944, 3584),
     "llama3_8b_2x1024": (2048, 14336, 4096),
@@ -55,17 +73,15 @@ SHAPES = {  # (M tokens, N hidden, K model dim)
 
 
 def nvcc_command(name: str, source: Path, out: Path) -> list[str]:
-    import cutlass_library
-
-    include = Path(cutlass_library.__file__).parent / "source/include"
-    (tm, tn, tk), (cm, cn), schedule, store = CONFIGS[name]
-    return [
-        "nvcc", "-std=c++17", "-O3", "-DNDEBUG", "--expt-relaxed-constexpr",
-        "-gencode=arch=compute_90a,code=sm_90a", f"-I{include}", "-Xcompiler", "-fPIC",
-        "-shared", "-DKF_ELEM=0", f"-DKF_TILE_M={tm}", f"-DKF_TILE_N={tn}", f"-DKF_TILE_K={tk}",
-        f"-DKF_CLUSTER_M={cm}", f"-DKF_CLUSTER_N={cn}", f"-DKF_SCHEDULE={schedule}",
-        "-DKF_STAGES=0", f"-DKF_STORE={store}", str(source), "-o", str(out),
-    ]  # fmt: skip
+    if name in PLAIN_CONFIGS:
+        return plain_gemm_command(*PLAIN_CONFIGS[name], out)
+    tile, cluster, schedule, store = CONFIGS[name]
+    return gemm_command(tile, cluster, schedule) + [
+        f"-DKF_STORE={store}",
+        str(source),
+        "-o",
+        str(out),
+    ]
 
 
 def build(out_dir: Path, jobs: int, names: list[str] | None = None) -> dict:
@@ -98,7 +114,7 @@ def load(path: Path) -> ctypes.CDLL:
     )
 
 
-def probe_shape(shape, libs: dict, compile_too: bool) -> dict:
+def probe_shape(shape, libs: dict, plain_libs: dict, compile_too: bool) -> dict:
     import torch
     import torch.nn.functional as F
 
@@ -130,6 +146,18 @@ def probe_shape(shape, libs: dict, compile_too: bool) -> dict:
         fns["compile"] = compiled
     stream = torch.cuda.current_stream().cuda_stream
     row["configs"] = {}
+    if plain_libs:
+        product = x.float() @ w.float().T
+        for name, lib in plain_libs.items():
+            gemm = plain_gemm(lib, x, w)
+            err = (gemm().float() - product).abs().max().item() / product.abs().max().item()
+            torch.cuda.synchronize()
+            row["configs"][name] = {
+                "rel_err": round(err, 6),
+                "describe": lib.kf_describe().decode(),
+            }
+            fns[name] = gemm
+        del product
     for name, lib in libs.items():
         out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         ws_bytes = lib.kf_workspace_size(m, n, k, *TILE_ORDER)
@@ -158,9 +186,10 @@ def probe_shape(shape, libs: dict, compile_too: bool) -> dict:
     row["median_us"] = {name: round(t, 1) for name, t in times.items()}
     best = min(("compile", "eager"), key=lambda b: times.get(b, float("inf")))
     row["best_baseline"] = best
-    for name in libs:
+    for name in [*plain_libs, *libs]:
         if name in times:
-            row["configs"][name]["speedup_vs_" + best] = round(times[best] / times[name], 3)
+            if name in libs:  # a plain GEMM is no SwiGLU: only its distance from cuBLAS's
+                row["configs"][name]["speedup_vs_" + best] = round(times[best] / times[name], 3)
             row["configs"][name]["vs_gemm_2n"] = round(times["gemm_2n"] / times[name], 3)
     return row
 
@@ -169,13 +198,16 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", type=Path, help="compile every configuration into this folder")
     ap.add_argument("--jobs", type=int, default=4)
+    ap.add_argument(
+        "--plain", action="store_true", help="also build the plain GEMMs (PLAIN_CONFIGS)"
+    )
     ap.add_argument("--libs", type=Path, help="a --build folder: time its libraries")
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     if args.build:
-        built = build(args.build, args.jobs)
+        built = build(args.build, args.jobs, [*CONFIGS, *(PLAIN_CONFIGS if args.plain else ())])
         for name, info in built.items():
             print(name, "ok" if info["ok"] else "FAILED", info["seconds"], "s", info["log"][-300:])
         return 0 if all(i["ok"] for i in built.values()) else 1
@@ -185,10 +217,15 @@ def main(argv: list[str]) -> int:
         for name in CONFIGS
         if (args.libs / f"{name}.so").exists()
     }
-    record["libraries"] = sorted(libs)
+    plain_libs = {
+        name: open_plain(args.libs / f"{name}.so")
+        for name in PLAIN_CONFIGS
+        if (args.libs / f"{name}.so").exists()
+    }
+    record["libraries"] = sorted([*libs, *plain_libs])
     record["rows"] = []
     for shape_name in args.shapes.split(","):
-        row = probe_shape(SHAPES[shape_name], libs, not args.no_compile)
+        row = probe_shape(SHAPES[shape_name], libs, plain_libs, not args.no_compile)
         row["name"] = shape_name
         print(row, flush=True)
         record["rows"].append(row)

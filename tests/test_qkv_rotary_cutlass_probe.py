@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 
+from benchmarks import cutlass_build_abi
 from benchmarks import qkv_rotary_cutlass_probe as probe
 
 
@@ -26,8 +27,8 @@ def test_the_plain_gemm_is_matmul_cutlass_at_the_same_tile_with_nothing_added(tm
     assert {"-DKF_TILE_M=128", "-DKF_TILE_N=256", "-DKF_CLUSTER_M=2", "-DKF_SCHEDULE=0"} <= flags
     assert {"-DKF_A_K_MAJOR=1", "-DKF_B_K_MAJOR=1", "-DKF_BIAS=0", "-DKF_RES=0"} <= flags
     assert not [f for f in flags if f.split("=")[0] in ("-DKF_ROPE", "-DKF_EPILOGUE")]
-    assert command[-3:] == [str(probe.PLAIN_SOURCE), "-o", str(tmp_path / "p.so")]
-    assert probe.PLAIN_SOURCE.is_file()
+    assert command[-3:] == [str(cutlass_build_abi.PLAIN_SOURCE), "-o", str(tmp_path / "p.so")]
+    assert cutlass_build_abi.PLAIN_SOURCE.is_file()
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")

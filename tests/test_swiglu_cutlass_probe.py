@@ -6,6 +6,7 @@ import shutil
 import pytest
 import torch
 
+from benchmarks import cutlass_build_abi
 from benchmarks import swiglu_cutlass_probe as probe
 
 
@@ -36,3 +37,14 @@ def test_the_grouped_epilogues_build_for_sm90a(tmp_path):
     for name in names:
         assert built[name]["ok"], built[name]["log"]
         assert (tmp_path / f"{name}.so").stat().st_size > 100_000
+
+
+def test_a_plain_config_is_matmul_cutlass_over_2n_and_a_gated_one_the_swiglu_source(tmp_path):
+    pytest.importorskip("cutlass_library")
+    plain = probe.nvcc_command("plain_t256x128x64_c1x2_coop", tmp_path / "s.cu", tmp_path / "p.so")
+    flags = {f for f in plain if f.startswith("-DKF_")}
+    assert {"-DKF_TILE_M=256", "-DKF_TILE_N=128", "-DKF_CLUSTER_N=2", "-DKF_BIAS=0"} <= flags
+    assert plain[-3] == str(cutlass_build_abi.PLAIN_SOURCE) and "-DKF_STORE=0" not in flags
+    gated = probe.nvcc_command("g8q_t128x256x64_c2x1_coop", tmp_path / "s.cu", tmp_path / "g.so")
+    assert {"-DKF_STORE=1", "-DKF_CLUSTER_M=2", "-DKF_SCHEDULE=0"} <= set(gated)
+    assert gated[-3:] == [str(tmp_path / "s.cu"), "-o", str(tmp_path / "g.so")]
