@@ -364,7 +364,9 @@ struct RotatePairsNode : PlainHostSide {
 
   // coords: this thread's (row, column) of each value it holds, relative to its first
   // (R2S, R2S_M, R2S_N, EPI_M, EPI_N); first_m/n: that first value's, in the problem.
-  // tile_n: the CTA tile's first column; kSubtileN: an epilogue subtile's columns.
+  // tile_n: the CTA tile's first column; kSubtileN: an epilogue subtile's columns, where its
+  // columns are contiguous (an epilogue tile given as a plain shape, as CUTLASS's builder
+  // makes for sm90); 0 where not (a strided tile): then no subtile is skipped.
   template <class Coords, class Residue, int kSubtileN>
   struct ConsumerStoreCallbacks : cutlass::epilogue::fusion::detail::EmptyConsumerStoreCallbacks {
     CUTLASS_DEVICE ConsumerStoreCallbacks(Coords coords, Residue residue, int first_m,
@@ -381,7 +383,7 @@ struct RotatePairsNode : PlainHostSide {
     int first_m, first_n, tile_n;
     Params const& params;
 
-    // Whether subtile (epi_m, epi_n) surely holds no turned pair: where the subtile's width
+    // Whether the subtiles of column epi_n surely hold no turned pair: where their width
     // divides both the head and the rotary dims, a subtile is turned whole or not at all, so
     // one test of its first column answers for all its values. Most subtiles (GPT-J: 5 in 6,
     // v's heads and each q/k head's dims past 64) then skip the per-value coordinates, layout
@@ -389,11 +391,12 @@ struct RotatePairsNode : PlainHostSide {
     // (qkv_rotary_cutlass_probe_h100_v2.json): the cooperative kernel's epilogue does not
     // overlap its mainloop, so every instruction there is on the critical path.
     CUTLASS_DEVICE bool subtile_plain(int epi_n) const {
-      if constexpr (KF_HEAD_DIM % kSubtileN == 0 && KF_ROTARY_DIM % kSubtileN == 0) {
-        return !pair_turned(tile_n + epi_n * kSubtileN, params.rotated);
-      } else {
-        return false;
+      if constexpr (kSubtileN > 0) {
+        if constexpr (KF_HEAD_DIM % kSubtileN == 0 && KF_ROTARY_DIM % kSubtileN == 0) {
+          return !pair_turned(tile_n + epi_n * kSubtileN, params.rotated);
+        }
       }
+      return false;
     }
 
     // A fragment is one subtile's values of this thread; values 2i, 2i + 1 are one row's
@@ -446,8 +449,15 @@ struct RotatePairsNode : PlainHostSide {
     const int first_n = static_cast<int>(n_size) - static_cast<int>(get<1>(args.residue_tCcD));
     const int tile_n =
         static_cast<int>(get<1>(args.tile_coord_mnkl)) * size<1>(args.tile_shape_mnk);
-    return ConsumerStoreCallbacks<decltype(args.tCcD), decltype(args.residue_tCcD),
-                                  decltype(size<1>(args.epi_tile))::value>(
+    using SubtileN = cute::remove_cvref_t<decltype(get<1>(args.epi_tile))>;
+    constexpr int kSubtileN = [] {
+      if constexpr (cute::is_integral<SubtileN>::value && cute::is_static<SubtileN>::value) {
+        return static_cast<int>(SubtileN::value);
+      } else {
+        return 0;
+      }
+    }();
+    return ConsumerStoreCallbacks<decltype(args.tCcD), decltype(args.residue_tCcD), kSubtileN>(
         args.tCcD, args.residue_tCcD, first_m, first_n, tile_n, params);
   }
 
