@@ -55,14 +55,9 @@ TILE_ORDER = (1, 0)  # swizzle, raster: CUTLASS's own (kf::TileOrder)
 PLAIN_CONFIGS = ("t128x256_c2x1_coop", "t128x256_c1x1_coop")  # the register epilogue's tiles
 
 
-def gemm_command(config: str) -> list[str]:
-    """nvcc and the flags for the GEMM of this config, which both families' sources read alike."""
-    return cutlass_build_abi.gemm_command(*CONFIGS[config][:3])
-
-
 def nvcc_command(config: str, source: Path, out: Path) -> list[str]:
-    epilogue = CONFIGS[config][3]
-    return gemm_command(config) + [
+    *gemm, epilogue = CONFIGS[config]  # tile, cluster, schedule; the epilogue
+    return cutlass_build_abi.gemm_command(*gemm) + [
         f"-DKF_HEAD_DIM={SHAPE[3]}", "-DKF_ROPE=1", f"-DKF_ROTARY_DIM={ROTARY_DIM}",
         "-DKF_ROW_SCALE=0", f"-DKF_EPILOGUE={epilogue}", str(source), "-o", str(out),
     ]  # fmt: skip
