@@ -23,10 +23,12 @@ py312=(--python-version 3.12 --implementation cp --only-binary=:all: "${platform
 grep -Ev '^(#|$|torch=|triton=|numpy=|litellm=|ncu-report=|plotly=)' requirements.txt >"$work/req.txt"
 python3 -m pip download -q "${py312[@]}" -d "$work/dl" -r "$work/req.txt"
 # What the image has (KINDS.md's package list) or does not need: cutlass travels as its wheel.
+# (Each one left out keeps the tracked tree, .whl and a library archive under one call's 64 MiB.)
 skip='^(numpy|scipy|cuda_|networkx|nvidia_cutlass|attrs|anyio|certifi|charset_normalizer|click-'
 skip+='|h11|httpcore-|httpx-|idna|msgpack|narwhals|packaging|pyparsing|python_dateutil|requests-2'
-skip+='|six|typing_extensions|urllib3|xxhash|pydot|treelib)'
-mapfile -t wheels < <(cd "$work/dl" && ls -- *.whl | grep -Ev "$skip")
+skip+='|six|typing_extensions|urllib3|xxhash|pydot|treelib|ninja|pygments|pyyaml|markupsafe|jinja2'
+skip+='|psutil|filelock|tqdm|regex-)'
+mapfile -t wheels < <(cd "$work/dl" && ls -- *.whl | grep -Eiv "$skip")
 (cd "$work/dl" && python3 -m pip install -q --no-index --no-deps --no-compile --target "$work/site" \
     "${py312[@]}" "${wheels[@]}")
 mkdir -p .whl .sandbox-bin

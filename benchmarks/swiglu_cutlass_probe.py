@@ -44,7 +44,8 @@ from kernels.ops.swiglu_gate.op import interleave
 
 SOURCE = Path(__file__).resolve().parents[1] / "kernels/ops/swiglu_gate/families/cutlass_sm90.cu"
 # name: (tile M, N, K), (cluster M, N), schedule (0 cooperative, 1 ping-pong), store (0 each
-# thread its 2 outputs, 1 a quad's lanes trade to 8 each); all over the op's interleave of 8
+# thread its 2 outputs, 1 a quad's lanes trade to 8 each, 2 a bulk copy per row from shared
+# memory); all over the op's interleave of 8
 CONFIGS = {
     "g8_t128x256x64_c2x1_coop": ((128, 256, 64), (2, 1), 0, 0),
     "g8q_t128x256x64_c2x1_coop": ((128, 256, 64), (2, 1), 0, 1),
@@ -54,6 +55,9 @@ CONFIGS = {
     "g8q_t128x128x64_c2x1_ping": ((128, 128, 64), (2, 1), 1, 1),
     "g8_t64x256x64_c1x1_ping": ((64, 256, 64), (1, 1), 1, 0),
     "g8q_t64x256x64_c1x1_ping": ((64, 256, 64), (1, 1), 1, 1),
+    "g8b_t128x256x64_c2x1_coop": ((128, 256, 64), (2, 1), 0, 2),
+    "g8b_t128x256x64_c1x1_coop": ((128, 256, 64), (1, 1), 0, 2),
+    "g8b_t256x128x64_c1x2_coop": ((256, 128, 64), (1, 2), 0, 2),
 }
 TILE_ORDER = (1, 0)  # swizzle, raster: CUTLASS's own (kf::TileOrder)
 # --plain: matmul_cutlass_sm90's GEMM over the same (M, 2N, K) with nothing added (CUTLASS's own

@@ -105,6 +105,7 @@ def test_the_i8_baseline_matches_the_reference(case):
         ({"SCHEDULE": "cooperative", "TILE_M": 64}, "two warpgroups"),
         ({"SCHEDULE": "pingpong", "TILE_M": 256}, "owns a whole tile"),
         ({"TILE_M": 256, "TILE_N": 256}, "accumulators per thread"),
+        ({"SCHEDULE": "pingpong", "TILE_N": 128, "STORE": "bulk"}, "the cooperative schedule"),
     ],
 )
 def test_check_refuses_points_that_cannot_build(changes, reason):
@@ -159,6 +160,8 @@ def test_the_source_is_pasted_whole_and_the_flags_carry_the_point(load):
     folded = problem(layout=ROW_SCALE)
     _, lib = load(folded, FAMILY.default(folded))
     assert "-DKF_ROW_SCALE=1" in lib.flags
+    _, lib = load(prob, {**FAMILY.default(prob), "STORE": "bulk"})
+    assert "-DKF_STORE=2" in lib.flags
 
 
 def test_the_declared_signatures_match_the_c_prototypes(load):
@@ -236,6 +239,14 @@ def test_run_refuses_cpu_tensors_with_a_clear_message(load):
         ((300, 2816, 4104), {"SCHEDULER": "streamk", "RASTER": "along_m", "SWIZZLE": 4}),
         ((2048, 2816, 1024, ROW_SCALE), {}),  # an RMSNorm folded in
         ((33, 40, 65, ROW_SCALE), {"STORE": "quad"}),
+        # Bulk copies: partial rows and columns, several tiles a CTA, split tiles, 256 rows
+        ((33, 40, 65), {"STORE": "bulk"}),
+        ((2048, 2816, 1024, ROW_SCALE), {"STORE": "bulk"}),
+        ((300, 2816, 4104), {"STORE": "bulk", "SCHEDULER": "streamk"}),
+        (
+            (520, 1000, 512),
+            {"STORE": "bulk", "TILE_M": 256, "TILE_N": 128, "CLUSTER_N": 2, "CLUSTER_M": 1},
+        ),
     ],
 )
 def test_the_built_kernel_is_correct_on_the_gpu(shape, changes):

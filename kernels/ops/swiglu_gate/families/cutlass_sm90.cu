@@ -10,7 +10,11 @@
 // store). The two (M, N) intermediates that two GEMMs and a gating pass write never exist.
 //
 // KF_STORE 0: each thread stores its 2 adjacent outputs (4 bytes); 1: each quad of lanes
-// trades them so that each lane stores 8 (16 bytes).
+// trades them so that each lane stores 8 (16 bytes); 2 (cooperative schedule only): the
+// tile's outputs are gathered in shared memory and each row leaves in one asynchronous bulk
+// copy (cp.async.bulk), so the tile's global writes run under the next tile's mainloop where
+// 0 and 1 hold the warps in the epilogue until the memory system has taken every store (the
+// cooperative epilogue is not overlapped with a mainloop as a ping-pong one is).
 // KF_ROW_SCALE 1 (layout "i8+rowscale": an RMSNorm folded in): row m's gate and up are scaled
 // by row_scale[m] (float32) before the gating: out = silu(s g) * (s u).
 
@@ -23,8 +27,23 @@
 
 namespace kf {
 
+#if KF_STORE == 2
+static_assert(KF_SCHEDULE == 0, "bulk stores: the cooperative schedule (its two warpgroups share a tile)");
+constexpr int kOutCols = KF_TILE_N / 2;  // outputs per tile row
+// 4-byte words per row in shared memory: the row's outputs and 16 bytes more, so that the 8
+// rows one store instruction writes start 4 banks apart (no bank conflicts) and every row
+// stays 16-byte aligned for its bulk copy.
+constexpr int kRowWords = kOutCols / 2 + 4;
+#endif
+
 class SwigluEpilogue : public RegisterEpilogueBase {
  public:
+#if KF_STORE == 2
+  struct SharedStorage {
+    alignas(128) uint32_t rows[KF_TILE_M][kRowWords];
+  };
+  using TensorStorage = SharedStorage;
+#endif
   struct Arguments {
     Element* ptr_out = nullptr;
     int64_t ldo = 0;  // elements between rows of out
@@ -34,7 +53,7 @@ class SwigluEpilogue : public RegisterEpilogueBase {
 
   template <class ProblemShape>
   static bool can_implement(ProblemShape const& problem_shape, Arguments const& args) {
-    // Stores of 2 (pair) or 8 (quad) outputs: rows and `out` aligned to them.
+    // Stores of 2 (pair) or 8 (quad; a bulk copy's 16 bytes) outputs: rows and `out` aligned.
     const int vector = KF_STORE == 0 ? 2 : 8;
     return args.ptr_out != nullptr && (KF_ROW_SCALE == 0 || args.row_scale != nullptr) &&
            get<1>(problem_shape) % 16 == 0 &&
@@ -43,14 +62,16 @@ class SwigluEpilogue : public RegisterEpilogueBase {
   }
 
   CUTLASS_HOST_DEVICE
-  SwigluEpilogue(Params const& params, SharedStorage const& = SharedStorage()) : params(params) {}
+  explicit SwigluEpilogue(Params const& params) : params(params) {}
+  CUTLASS_HOST_DEVICE
+  SwigluEpilogue(Params const& params, SharedStorage const&) : params(params) {}
 
   template <class ProblemShapeMNKL, class BlockShapeMNK, class BlockCoordMNKL, class FrgEngine,
             class FrgLayout, class TiledMma, class ResidueMNK>
   CUTLASS_DEVICE void operator()(ProblemShapeMNKL problem_shape_mnkl, BlockShapeMNK blk_shape_mnk,
                                  BlockCoordMNKL blk_coord_mnkl,
                                  cute::Tensor<FrgEngine, FrgLayout> const& accumulators,
-                                 TiledMma tiled_mma, ResidueMNK, int thread_idx, char*) {
+                                 TiledMma tiled_mma, ResidueMNK, int thread_idx, char* smem) {
     const int m_size = get<0>(problem_shape_mnkl);
     const int n2_size = get<1>(problem_shape_mnkl);  // interleaved columns: 2N
     Tensor thread_coords = thread_coordinates(problem_shape_mnkl, blk_shape_mnk, blk_coord_mnkl,
@@ -68,6 +89,35 @@ class SwigluEpilogue : public RegisterEpilogueBase {
                                                  static_cast<int64_t>(m) * params.ldo + feature) =
                         packed(gated(s * g0, s * u0), gated(s * g1, s * u1));
                   });
+#elif KF_STORE == 2
+    // As pair stores, into this tile's rows in shared memory; then thread t copies row t out.
+    auto& rows = reinterpret_cast<SharedStorage*>(smem)->rows;
+    constexpr int threads = size(TiledMma{});  // both consumer warpgroups
+    static_assert(KF_TILE_M <= threads, "a copying thread per row");
+    const int m0 = get<0>(blk_coord_mnkl) * KF_TILE_M;
+    const int f0 = get<1>(blk_coord_mnkl) * kOutCols;  // the tile's first output column
+    // The last tile's copies have read their rows (a copy waits on its own thread's copies)
+    // before anyone writes them again: long done, a mainloop ago.
+    cute::tma_store_wait<0>();
+    cutlass::arch::NamedBarrier::sync(threads, cutlass::arch::ReservedNamedBarriers::FirstUserBarrier);
+    for_each_pair(thread_coords, accumulators, m_size, n2_size,
+                  [&](int m, int n, float g0, float g1, float u0, float u1) {
+                    const int feature = (n / 16) * 8 + (n & 7);
+                    const float s = scale_of(m);
+                    rows[m - m0][(feature - f0) / 2] =
+                        packed(gated(s * g0, s * u0), gated(s * g1, s * u1));
+                  });
+    cute::tma_store_fence();  // the rows, visible to the bulk copies (the async proxy)
+    cutlass::arch::NamedBarrier::sync(threads, cutlass::arch::ReservedNamedBarriers::FirstUserBarrier);
+    const int m = m0 + thread_idx;
+    const int n_size = n2_size / 2;
+    if (thread_idx < KF_TILE_M && m < m_size && f0 < n_size) {
+      const int bytes = min(kOutCols, n_size - f0) * static_cast<int>(sizeof(Element));
+      cute::SM90_BULK_COPY_S2G::copy(&rows[thread_idx][0],
+                                     params.ptr_out + static_cast<int64_t>(m) * params.ldo + f0,
+                                     bytes);
+      cute::tma_store_arrive();
+    }
 #else
     // Groups of 8, and each quad of lanes (which holds the 8 columns of a chunk, two each)
     // trades its gated pairs so that lane q ends up with all 8 outputs of chunk pair q of every
@@ -147,7 +197,23 @@ class SwigluEpilogue : public RegisterEpilogueBase {
   Params params;
 };
 
+#if KF_STORE == 2
+// The register epilogue's adapter, and at the kernel's end a wait for this thread's last bulk
+// copies to have read shared memory, which the CTA gives up when it exits.
+struct BulkStoreAdapter
+    : cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<SwigluEpilogue> {
+  using Base = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<SwigluEpilogue>;
+  using Base::Base;
+  template <class... Args>
+  CUTLASS_DEVICE auto store_tail(Args... args) {
+    cute::tma_store_wait<0>();
+    return Base::store_tail(args...);
+  }
+};
+using SwigluGemm = GemmOf<BulkStoreAdapter>;
+#else
 using SwigluGemm = EpilogueGemm<SwigluEpilogue>;
+#endif
 
 // What a call's params depend on (EpilogueGemm::run reuses them for the same key).
 struct SwigluKey {

@@ -15,7 +15,10 @@ Compile-time levers: tile (M, N, K; N counts interleaved columns), cluster, sche
 (cooperative: two consumer warpgroups split a tile; ping-pong: each owns one and their
 epilogues overlap the other's mainloop) and the store (pair: each thread stores its two
 adjacent outputs, 4 bytes; quad: the four lanes that hold a row's 8-column chunk trade them so
-each stores 8 outputs, 16 bytes). Run-time levers, no rebuild: the order the tiles are taken
+each stores 8 outputs, 16 bytes; bulk, cooperative only: the tile's outputs gathered in shared
+memory, each row written by one asynchronous bulk copy that runs under the next tile's
+mainloop, where the warps of a pair or quad store wait in the epilogue until the memory system
+has taken their stores). Run-time levers, no rebuild: the order the tiles are taken
 in (raster and swizzle, kernels/epilogue_gemm.py's ORDER_CHOICES).
 On an H200 (benchmarks/results/swiglu_cutlass_probe_h200*.json) the mainloop runs at cuBLAS's rate; what the epilogue cost was its math more than its stores
 (quad stores lost to pair stores), and with one tanh.approx per output the kernel runs within
@@ -31,6 +34,7 @@ correctness path for odd sweep shapes, refused by check() for a problem's own sh
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +55,7 @@ CUDA_SOURCE = cuda_source(SOURCE)
 
 # The candidate after kernels/epilogue_gemm.py's CANDIDATE_HEAD.
 OP_PART = '''
-STORE_CODES = {"pair": 0, "quad": 1}
+STORE_CODES = {"pair": 0, "quad": 1, "bulk": 2}
 LIBRARY = CudaLibrary(
     "kf_swiglu_cutlass_sm90",
     CUDA_SOURCE,
@@ -137,7 +141,7 @@ class CutlassSm90SwigluGate(EpilogueGemmFamily):
         "one CUTLASS 3.x Hopper GEMM over the interleaved gate/up weight (TMA + wgmma, "
         "warp-specialized), silu(gate) * up in a register epilogue"
     )
-    extra_choices = {"STORE": ["quad", "pair"]}
+    extra_choices = {"STORE": ["quad", "pair", "bulk"]}
     build_params = (*TILE_CHOICES, *extra_choices)
 
     def template(self) -> str:
@@ -145,6 +149,11 @@ class CutlassSm90SwigluGate(EpilogueGemmFamily):
 
     def default(self, problem: Problem) -> dict[str, Any]:
         return {**super().default(problem), "STORE": "pair"}
+
+    def check(self, problem: Problem, params: Mapping[str, Any]) -> str | None:
+        if params.get("STORE") == "bulk" and params.get("SCHEDULE") != "cooperative":
+            return "bulk stores copy a tile that both warpgroups write: the cooperative schedule"
+        return super().check(problem, params)
 
     def fixed(self, problem: Problem) -> dict[str, Any]:
         return {**super().fixed(problem), "ROW_SCALE": has_row_scale(problem)}
