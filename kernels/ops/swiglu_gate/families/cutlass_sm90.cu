@@ -28,12 +28,14 @@
 namespace kf {
 
 #if KF_STORE == 2
-static_assert(KF_SCHEDULE == 0, "bulk stores: the cooperative schedule (its two warpgroups share a tile)");
+static_assert(KF_SCHEDULE == 0, "bulk stores: the cooperative schedule (two warpgroups, one tile)");
 constexpr int kOutCols = KF_TILE_N / 2;  // outputs per tile row
 // 4-byte words per row in shared memory: the row's outputs and 16 bytes more, so that the 8
 // rows one store instruction writes start 4 banks apart (no bank conflicts) and every row
 // stays 16-byte aligned for its bulk copy.
 constexpr int kRowWords = kOutCols / 2 + 4;
+// The consumer threads' barrier around the rows (one that CUTLASS's kernels do not reserve).
+constexpr auto kRowsBarrier = cutlass::arch::ReservedNamedBarriers::FirstUserBarrier;
 #endif
 
 class SwigluEpilogue : public RegisterEpilogueBase {
@@ -79,16 +81,12 @@ class SwigluEpilogue : public RegisterEpilogueBase {
     CUTE_STATIC_ASSERT_V(size(thread_coords) == size(accumulators));
     static_assert(cute::is_static<FrgLayout>::value, "accumulator layout must be static");
 #if KF_STORE == 0
-    // Groups of 8: columns 16g..16g+7 are gates 8g..8g+7 and 16g+8..16g+15 their ups, so each
-    // pair of adjacent gates comes with its ups: two adjacent outputs, one 4-byte store.
-    for_each_pair(thread_coords, accumulators, m_size, n2_size,
-                  [&](int m, int n, float g0, float g1, float u0, float u1) {
-                    const int feature = (n / 16) * 8 + (n & 7);
-                    const float s = scale_of(m);
-                    *reinterpret_cast<uint32_t*>(params.ptr_out +
-                                                 static_cast<int64_t>(m) * params.ldo + feature) =
-                        packed(gated(s * g0, s * u0), gated(s * g1, s * u1));
-                  });
+    for_each_output_pair(thread_coords, accumulators, m_size, n2_size,
+                         [&](int m, int feature, uint32_t word) {
+                           *reinterpret_cast<uint32_t*>(
+                               params.ptr_out + static_cast<int64_t>(m) * params.ldo + feature) =
+                               word;
+                         });
 #elif KF_STORE == 2
     // As pair stores, into this tile's rows in shared memory; then thread t copies row t out.
     auto& rows = reinterpret_cast<SharedStorage*>(smem)->rows;
@@ -99,16 +97,13 @@ class SwigluEpilogue : public RegisterEpilogueBase {
     // The last tile's copies have read their rows (a copy waits on its own thread's copies)
     // before anyone writes them again: long done, a mainloop ago.
     cute::tma_store_wait<0>();
-    cutlass::arch::NamedBarrier::sync(threads, cutlass::arch::ReservedNamedBarriers::FirstUserBarrier);
-    for_each_pair(thread_coords, accumulators, m_size, n2_size,
-                  [&](int m, int n, float g0, float g1, float u0, float u1) {
-                    const int feature = (n / 16) * 8 + (n & 7);
-                    const float s = scale_of(m);
-                    rows[m - m0][(feature - f0) / 2] =
-                        packed(gated(s * g0, s * u0), gated(s * g1, s * u1));
-                  });
+    cutlass::arch::NamedBarrier::sync(threads, kRowsBarrier);
+    for_each_output_pair(thread_coords, accumulators, m_size, n2_size,
+                         [&](int m, int feature, uint32_t word) {
+                           rows[m - m0][(feature - f0) / 2] = word;
+                         });
     cute::tma_store_fence();  // the rows, visible to the bulk copies (the async proxy)
-    cutlass::arch::NamedBarrier::sync(threads, cutlass::arch::ReservedNamedBarriers::FirstUserBarrier);
+    cutlass::arch::NamedBarrier::sync(threads, kRowsBarrier);
     const int m = m0 + thread_idx;
     const int n_size = n2_size / 2;
     if (thread_idx < KF_TILE_M && m < m_size && f0 < n_size) {
@@ -169,6 +164,20 @@ class SwigluEpilogue : public RegisterEpilogueBase {
   }
 
  private:
+  // Calls fn(m, feature, word) for each pair of adjacent outputs this thread holds: row m,
+  // outputs feature and feature + 1, gated and packed into one word. Groups of 8: columns
+  // 16g..16g+7 are gates 8g..8g+7 and 16g+8..16g+15 their ups, so each pair of adjacent gates
+  // comes with its ups.
+  template <class Coords, class Accumulators, class Fn>
+  CUTLASS_DEVICE void for_each_output_pair(Coords const& coords, Accumulators const& acc,
+                                           int m_size, int n2_size, Fn&& fn) const {
+    for_each_pair(coords, acc, m_size, n2_size,
+                  [&](int m, int n, float g0, float g1, float u0, float u1) {
+                    const float s = scale_of(m);
+                    fn(m, (n / 16) * 8 + (n & 7),
+                       packed(gated(s * g0, s * u0), gated(s * g1, s * u1)));
+                  });
+  }
   // Row m's scale (1 without KF_ROW_SCALE: the multiplies fold away). A thread holds two rows
   // of each tile, so the loads are few and each is one broadcast through L1.
   CUTLASS_DEVICE float scale_of(int m) const {
