@@ -205,13 +205,17 @@ def main(argv: list[str]) -> int:
     ap.add_argument(
         "--plain", action="store_true", help="also build the plain GEMMs (PLAIN_CONFIGS)"
     )
+    ap.add_argument("--only", help="with --build: just these configurations (comma-separated)")
     ap.add_argument("--libs", type=Path, help="a --build folder: time its libraries")
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     if args.build:
-        built = build(args.build, args.jobs, [*CONFIGS, *(PLAIN_CONFIGS if args.plain else ())])
+        names = [*CONFIGS, *(PLAIN_CONFIGS if args.plain else ())]
+        if args.only:
+            names = [n for n in names if n in args.only.split(",")]
+        built = build(args.build, args.jobs, names)
         for name, info in built.items():
             print(name, "ok" if info["ok"] else "FAILED", info["seconds"], "s", info["log"][-300:])
         return 0 if all(i["ok"] for i in built.values()) else 1

@@ -103,7 +103,7 @@ def test_the_i8_baseline_matches_the_reference(case):
     ("changes", "reason"),
     [
         ({"SCHEDULE": "cooperative", "TILE_M": 64}, "two warpgroups"),
-        ({"SCHEDULE": "pingpong", "TILE_M": 256}, "owns a whole tile"),
+        ({"SCHEDULE": "pingpong", "TILE_M": 256, "STORE": "pair"}, "owns a whole tile"),
         ({"TILE_M": 256, "TILE_N": 256}, "accumulators per thread"),
         ({"SCHEDULE": "pingpong", "TILE_N": 128, "STORE": "bulk"}, "the cooperative schedule"),
     ],
@@ -160,7 +160,7 @@ def test_the_source_is_pasted_whole_and_the_flags_carry_the_point(load):
     folded = problem(layout=ROW_SCALE)
     _, lib = load(folded, FAMILY.default(folded))
     assert "-DKF_ROW_SCALE=1" in lib.flags
-    _, lib = load(prob, {**FAMILY.default(prob), "STORE": "bulk"})
+    _, lib = load(prob, FAMILY.default(prob))  # bulk stores: the cooperative default's
     assert "-DKF_STORE=2" in lib.flags
 
 
@@ -223,30 +223,31 @@ def test_run_refuses_cpu_tensors_with_a_clear_message(load):
         folded.run(x, w, out=torch.zeros(64, 128, dtype=torch.bfloat16))
 
 
+PAIR = {"STORE": "pair"}
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="builds with nvcc")
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an sm_90 GPU")
 @pytest.mark.parametrize(
     ("shape", "changes"),
     [
-        ((2048, 2816, 1024), {}),
-        ((33, 40, 65), {}),  # partial tiles, and the padded path on the same library
+        ((2048, 2816, 1024), PAIR),
+        ((33, 40, 65), PAIR),  # partial tiles, and the padded path on the same library
         ((512, 1024, 512), {"STORE": "quad"}),
-        ((512, 1024, 512), {"TILE_M": 64, "CLUSTER_M": 1, "SCHEDULE": "pingpong"}),
-        ((256, 4096, 3584), {"TILE_M": 256, "TILE_N": 128, "CLUSTER_M": 1, "CLUSTER_N": 2}),
-        ((300, 2816, 4104), {"SCHEDULER": "streamk"}),  # split tiles, added before the epilogue
-        ((2048, 2816, 1024), ALONG_N),  # the first case's build, its tiles in another order
-        ((300, 2816, 4104), {"SCHEDULER": "streamk", "RASTER": "along_m", "SWIZZLE": 4}),
-        ((2048, 2816, 1024, ROW_SCALE), {}),  # an RMSNorm folded in
+        ((512, 1024, 512), {**PAIR, "TILE_M": 64, "CLUSTER_M": 1, "SCHEDULE": "pingpong"}),
+        ((256, 4096, 3584), {**PAIR, "TILE_M": 256, "TILE_N": 128, "CLUSTER_M": 1, "CLUSTER_N": 2}),
+        ((300, 2816, 4104), {**PAIR, "SCHEDULER": "streamk"}),  # split tiles, before the epilogue
+        ((2048, 2816, 1024), {**PAIR, **ALONG_N}),  # the first case's build, in another order
+        ((300, 2816, 4104), {**PAIR, "SCHEDULER": "streamk", "RASTER": "along_m", "SWIZZLE": 4}),
+        ((2048, 2816, 1024, ROW_SCALE), PAIR),  # an RMSNorm folded in
         ((33, 40, 65, ROW_SCALE), {"STORE": "quad"}),
-        # Bulk copies: partial rows and columns, several tiles a CTA, split tiles, 256 rows
-        ((33, 40, 65), {"STORE": "bulk"}),
-        ((2048, 2816, 1024, ROW_SCALE), {"STORE": "bulk"}),
-        ((300, 2816, 4104), {"STORE": "bulk", "SCHEDULER": "streamk"}),
-        (
-            (520, 1000, 512),
-            {"STORE": "bulk", "TILE_M": 256, "TILE_N": 128, "CLUSTER_N": 2, "CLUSTER_M": 1},
-        ),
+        # Bulk copies (the default): partial rows and columns, several tiles a CTA, split
+        # tiles, 256 rows
+        ((33, 40, 65), {}),
+        ((2048, 2816, 1024, ROW_SCALE), {}),
+        ((300, 2816, 4104), {"SCHEDULER": "streamk"}),
+        ((520, 1000, 512), {"TILE_M": 256, "TILE_N": 128, "CLUSTER_N": 2, "CLUSTER_M": 1}),
     ],
 )
 def test_the_built_kernel_is_correct_on_the_gpu(shape, changes):
