@@ -214,7 +214,12 @@ def main(argv: list[str]) -> int:
     if args.build:
         names = [*CONFIGS, *(PLAIN_CONFIGS if args.plain else ())]
         if args.only:
-            names = [n for n in names if n in args.only.split(",")]
+            only = args.only.split(",")
+            if unknown := sorted(set(only) - set(names)):
+                ap.error(
+                    f"--only: no configuration {', '.join(unknown)} (known: {', '.join(names)})"
+                )
+            names = [n for n in names if n in only]
         built = build(args.build, args.jobs, names)
         for name, info in built.items():
             print(name, "ok" if info["ok"] else "FAILED", info["seconds"], "s", info["log"][-300:])
