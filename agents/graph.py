@@ -3,7 +3,7 @@
     planner -> screen (tier one: renders of our families) -> judge (tier two: finalists, one
     per step) -> profiler (new bests) -> planner ...
     planner -> coder (an LLM rewrite) -> judge (its check, then tier two if it would be best)
-    any stop condition -> finish (the last verification, within the reserve) -> end
+    any stop condition -> finish (the last verifications: the reserve, then the time left) -> end
 
 Each node returns a Command naming its successor, so the routing lives next to the decision
 (stopping.py holds the caps) and the edges below are the only possible paths.

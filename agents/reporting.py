@@ -88,7 +88,8 @@ class TierStats:
 @dataclass(frozen=True)
 class FinalStep:
     """How the search ended, to read where a run's last minute went: when it stopped, what it
-    had kept back for its last verification, and what that verification was given and took.
+    had kept back for its final verification, what that verification was given and took, and
+    how many the finish ran in all.
     Two of 16 tasks on 4x H200 lost their final verification to its deadline with no way to
     tell the search's overrun from the compile-ahead wait (results/worker_scaling_h200x4_together.json)."""
 
@@ -98,6 +99,7 @@ class FinalStep:
     wall_s: float = 0.0  # its evaluate() call, the wait for its compile ahead included
     harness_s: float = 0.0  # the harness's own duration of it
     verdict: str = ""  # the harness's verdict, or why none ran
+    verified: int = 0  # verifications the finish ran: that one, then near ties in the time left
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FinalStep:
@@ -108,6 +110,7 @@ class FinalStep:
             wall_s=float(data.get("wall_s", 0.0)),
             harness_s=float(data.get("harness_s", 0.0)),
             verdict=str(data.get("verdict", "")),
+            verified=int(data.get("verified", 0)),
         )
 
 

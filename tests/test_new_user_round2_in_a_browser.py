@@ -9,6 +9,7 @@ With KF_SCREENSHOT_DIR set, each page is saved there (docs/screenshots/README.md
 # ruff: noqa: F811  (the page and browser fixtures come from test_new_user_in_a_browser)
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -76,13 +77,16 @@ def test_the_job_page_shows_each_familys_search_and_one_outcome_line(page, alice
     row.locator("details.families summary").click()
     table = row.locator("table.families")
     expect(table.locator("tbody tr")).to_have_count(3)
+    # expect() retries and reads textContent: the live script may redraw the table (keeping it
+    # open) between the click and the read, and a read of the old rows would see nothing.
     tma = table.locator("tbody tr", has_text="matmul_persistent_tma")
-    cells = tma.locator("td").all_text_contents()
-    assert cells == ["matmul_persistent_tma", "104 / 104", "interp.", "interp.", "—"], cells
+    expect(tma.locator("td")).to_have_text(
+        ["matmul_persistent_tma", "104 / 104", "interp.", "interp.", "—"]
+    )
     # A family the screen dropped says why (issue 24), without the worker's paths.
     cutlass = table.locator("tbody tr", has_text="matmul_cutlass_sm90").locator("td")
-    assert cutlass.nth(1).inner_text() == "0 / 8"
-    assert cutlass.nth(4).inner_text().startswith("8x timeout: compile did not finish in time")
+    expect(cutlass.nth(1)).to_have_text("0 / 8")
+    expect(cutlass.nth(4)).to_have_text(re.compile(r"^8x timeout: compile did not finish in time"))
     main = page.locator("main").inner_text()
     for wrong in ("4.19", "/GPU-h", "gpu_time", "not beyond noise", "GPU time"):
         assert wrong not in main, wrong
@@ -102,8 +106,9 @@ def test_the_job_page_shows_each_familys_search_and_one_outcome_line(page, alice
     )
     row.locator("details.families summary").click()
     tma = row.locator("table.families tbody tr", has_text="matmul_persistent_tma")
-    assert tma.locator("td").all_text_contents() == [
-        "matmul_persistent_tma", "104 / 104", "4.19×", "1.14× compile", "—"]  # fmt: skip
+    expect(tma.locator("td")).to_have_text(
+        ["matmul_persistent_tma", "104 / 104", "4.19×", "1.14× compile", "—"]
+    )
     expect(page.locator("label[for=gpu-meter]")).to_have_text("GPU time")
     shot(page, "round2-gpu-job-search")
     assert not page.failed, page.failed

@@ -3,8 +3,11 @@
 The challenger is the fastest screened render not verified yet that would beat the best, or
 ties it within the screen's slack and could win (agents/tiers.py); it gets the full protocol
 in the time kept back for it from the start (agents/stopping.py), through the same judge as
-every attempt. Then the run's outcome: the verified best when it beats the fastest baseline
-beyond noise, else the baseline and why.
+every attempt. While the time left still covers a whole verification (a search that stopped
+on a plateau or out of ideas leaves some), the next challenger gets one too: near ties are
+ranked by the screen's noise, and only the full protocol tells them apart. Then the run's
+outcome: the verified best when it beats the fastest baseline beyond noise, else the baseline
+and why.
 """
 
 from __future__ import annotations
@@ -21,8 +24,12 @@ from agents.context import RunContext
 from agents.evaluator import end_search
 from agents.nodes.judge import recorded, run_attempt
 from agents.reporting import FinalStep, SearchStats
-from agents.state import OptimizeState, Pending, StopReason, Tier
+from agents.state import OptimizeState, Pending, Screened, StopReason, Tier
 from harness.screen import ScreenPoint, render
+
+# At most this many verifications at the finish: what a search that stopped early leaves is
+# spent on the next near ties, but a long budget's rest is not spent verifying them all.
+FINAL_VERIFICATIONS = 3
 
 
 def finish(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Literal["__end__"]]:
@@ -30,49 +37,41 @@ def finish(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Litera
     if state.get("outcome") is not None:  # a finished thread, resumed
         return Command(goto="__end__", update={"elapsed_s": ctx.elapsed()})
     update: dict[str, Any] = {"pending": [], "plan": None}
-    challenger = tiers.challenger(state, ctx.config)
     broken = state.get("stop_reason") in (StopReason.CANCELLED, StopReason.HARNESS_ERRORS)
-    cap = ctx.config.budget.max_attempts
-    capped = cap is not None and state.get("next_index", 0) >= cap
     end_search(ctx.evaluator)
     final = FinalStep(stopped_s=ctx.elapsed(), reserve_s=stopping.reserve(state, ctx))
-    if challenger is not None and not (broken or capped) and not ctx.reporter.cancel_requested():
-        timeout = stopping.final_timeout(state, ctx)
-        final = replace(final, timeout_s=timeout, verdict="no time was left for it")
-        if timeout >= 0.5 * stopping.verify_estimate(state, ctx):
-            best = state.get("best")
-            bar = tiers.best_screen_speedup(best)
-            vs_best = f"; the best screened {bar:.3f}x" if bar else ""
-            _, source = render(ctx.problem, ScreenPoint(challenger["family"], challenger["params"]))
-            item = Pending(
-                source=source,
-                family=challenger["family"],
-                params=dict(challenger["params"]),
-                hypothesis=(
-                    f"the search stopped ({state.get('stop_reason')}): verify the fastest "
-                    f"screened candidate ({challenger['family']}, {challenger['speedup']:.3f}x "
-                    f"GPU time vs the baseline{vs_best}) with the full protocol, in the time "
-                    "kept back for it"
-                ),
-                parent=best["index"] if best else None,
-                origin=f"family:{challenger['family']}",
-                tier=Tier.VERIFY.value,
-                screen_speedup=challenger["speedup"],
-                llm_tokens=0,
-                llm_cost_usd=0.0,
-                error="",
-            )
-            began = ctx.elapsed()
-            attempt, tier_runs = run_attempt(state, ctx, item)
-            evaluation = attempt.evaluation
+    after: OptimizeState = state
+    while (
+        not broken
+        and final.verified < FINAL_VERIFICATIONS
+        and not ctx.reporter.cancel_requested()
+        and not _capped(after, ctx)
+    ):
+        challenger = tiers.challenger(after, ctx.config)
+        if challenger is None:
+            break
+        timeout = stopping.final_timeout(after, ctx)
+        if final.verified == 0:
+            # The first may use the reserve kept for it, and starts if it likely fits.
+            final = replace(final, timeout_s=timeout, verdict="no time was left for it")
+            if timeout < 0.5 * stopping.verify_estimate(after, ctx):
+                break
+        elif timeout < stopping.reserve(after, ctx):  # a further one only if it surely fits
+            break
+        began = ctx.elapsed()
+        attempt, tier_runs = run_attempt(after, ctx, _final_item(after, ctx, challenger))
+        evaluation = attempt.evaluation
+        if final.verified == 0:
             final = replace(
                 final,
                 wall_s=ctx.elapsed() - began,
                 harness_s=evaluation.duration_s if evaluation else 0.0,
                 verdict=evaluation.verdict.value if evaluation else attempt.reason,
             )
-            update.update(recorded(state, ctx, attempt, tier_runs))
-    after: OptimizeState = {**state, **update}  # type: ignore[typeddict-item]
+        final = replace(final, verified=final.verified + 1)
+        update.update(recorded(after, ctx, attempt, tier_runs))
+        after = {**state, **update}  # type: ignore[typeddict-item]
+    after = {**state, **update}  # type: ignore[typeddict-item]
     result = tiers.outcome(after, ctx.config, _why_none(after, ctx))
     stats = SearchStats.from_dict(after.get("stats") or {})
     stats.outcome, stats.outcome_reason = result.kind, result.reason
@@ -80,6 +79,36 @@ def finish(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Litera
     ctx.reporter.search(stats)
     update.update(outcome=result.to_dict(), stats=stats.to_dict(), elapsed_s=ctx.elapsed())
     return Command(goto="__end__", update=update)
+
+
+def _capped(state: OptimizeState, ctx: RunContext) -> bool:
+    cap = ctx.config.budget.max_attempts
+    return cap is not None and state.get("next_index", 0) >= cap
+
+
+def _final_item(state: OptimizeState, ctx: RunContext, challenger: Screened) -> Pending:
+    best = state.get("best")
+    bar = tiers.best_screen_speedup(best)
+    vs_best = f"; the best screened {bar:.3f}x" if bar else ""
+    _, source = render(ctx.problem, ScreenPoint(challenger["family"], challenger["params"]))
+    return Pending(
+        source=source,
+        family=challenger["family"],
+        params=dict(challenger["params"]),
+        hypothesis=(
+            f"the search stopped ({state.get('stop_reason')}): verify the fastest "
+            f"screened candidate not verified yet ({challenger['family']}, "
+            f"{challenger['speedup']:.3f}x GPU time vs the baseline{vs_best}) with the full "
+            "protocol, in the time left"
+        ),
+        parent=best["index"] if best else None,
+        origin=f"family:{challenger['family']}",
+        tier=Tier.VERIFY.value,
+        screen_speedup=challenger["speedup"],
+        llm_tokens=0,
+        llm_cost_usd=0.0,
+        error="",
+    )
 
 
 def _why_none(state: OptimizeState, ctx: RunContext) -> str:
