@@ -23,6 +23,7 @@ from agents import stopping, tiers
 from agents.context import RunContext
 from agents.evaluator import end_search
 from agents.nodes.judge import recorded, run_attempt
+from agents.nodes.screen import prefetch_challenger
 from agents.reporting import FinalStep, SearchStats
 from agents.state import OptimizeState, Pending, Screened, StopReason, Tier
 from harness.screen import ScreenPoint, render
@@ -58,6 +59,11 @@ def finish(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Litera
                 break
         elif timeout < stopping.reserve(after, ctx):  # a further one only if it surely fits
             break
+        left_after = timeout - stopping.verify_estimate(after, ctx)
+        if final.verified + 1 < FINAL_VERIFICATIONS and left_after >= stopping.reserve(after, ctx):
+            # Another may follow: the next one compiles on the CPU while the GPU verifies this.
+            seen = {**after.get("seen", {}), challenger["candidate_id"]: -1}
+            prefetch_challenger(ctx, {**after, "seen": seen})  # type: ignore[typeddict-item]
         began = ctx.elapsed()
         attempt, tier_runs = run_attempt(after, ctx, _final_item(after, ctx, challenger))
         evaluation = attempt.evaluation

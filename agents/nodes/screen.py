@@ -97,7 +97,7 @@ def screen(
         update["notes"] = [*state.get("notes", []), f"screen: {result.error[:1500]}"]
     ctx.reporter.search(SearchStats.from_dict(update["stats"]))
     after: OptimizeState = {**state, **update}  # type: ignore[typeddict-item]
-    _prefetch_challenger(ctx, after)
+    prefetch_challenger(ctx, after)
     estimate = stopping.verify_estimate(after, ctx)
     slots = (
         int(stopping.search_left(after, ctx) // estimate) if estimate > 0 else ctx.config.finalists
@@ -132,7 +132,7 @@ def screen(
     return Command(goto="planner", update=update)
 
 
-def _prefetch_challenger(ctx: RunContext, state: OptimizeState) -> None:
+def prefetch_challenger(ctx: RunContext, state: OptimizeState) -> None:
     """The screened point the finish would verify now gets compiled ahead at the full
     protocol's shapes (agents/evaluator.py prefetch_final): the final verification, the one
     every run makes, then finds its compiles done."""

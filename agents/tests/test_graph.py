@@ -242,6 +242,10 @@ def test_after_a_plateau_the_time_left_verifies_the_next_near_ties_and_keeps_the
     finals = reporter.events[-FINAL_VERIFICATIONS:]
     assert all("the search stopped (plateau)" in e.hypothesis for e in finals)
     assert [e.verdict for e in finals] == [AttemptVerdict.KEPT] * 3
+    # Each final after the first was handed over for compiling before the one ahead of it ran.
+    ahead = dict(evaluator.finals_ahead)
+    for before, later in zip(evaluator.verified[-3:], evaluator.verified[-2:], strict=False):
+        assert ahead.get(later, len(evaluator.calls)) <= evaluator.calls.index(before)
     assert result.best is not None and result.best.speedup == pytest.approx(1.3)
 
 
