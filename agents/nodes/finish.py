@@ -41,7 +41,7 @@ def finish(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Litera
     broken = state.get("stop_reason") in (StopReason.CANCELLED, StopReason.HARNESS_ERRORS)
     end_search(ctx.evaluator)
     final = FinalStep(stopped_s=ctx.elapsed(), reserve_s=stopping.reserve(state, ctx))
-    after: OptimizeState = state
+    after: OptimizeState = {**state, **update}  # type: ignore[typeddict-item]
     while (
         not broken
         and final.verified < FINAL_VERIFICATIONS
@@ -77,7 +77,6 @@ def finish(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Litera
         final = replace(final, verified=final.verified + 1)
         update.update(recorded(after, ctx, attempt, tier_runs))
         after = {**state, **update}  # type: ignore[typeddict-item]
-    after = {**state, **update}  # type: ignore[typeddict-item]
     result = tiers.outcome(after, ctx.config, _why_none(after, ctx))
     stats = SearchStats.from_dict(after.get("stats") or {})
     stats.outcome, stats.outcome_reason = result.kind, result.reason
