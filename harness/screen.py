@@ -57,6 +57,7 @@ from kernels.problem import Family, Problem
 # The child's own start-up (python, torch, CUDA context) before it can screen anything; the
 # part of the deadline it is not given, so its results come back before the caller's deadline.
 CHILD_RETURN_S = 3.0
+PROGRESS_POLL_S = 0.25  # how often a running compile child's reported points are taken up
 RETRIES = 3  # fresh screening children after one died (each retry drops the culprit)
 # Each stage of a candidate's turn in a screening child (import and checks; each timed round)
 # is cut at its share of the batch's time, but never below this: a first call may load or JIT-compile
@@ -337,6 +338,15 @@ class Screener:
             return
         root = Path(scratch.make("screen"))
         progress = root / "progress.jsonl"
+        # Each point is ready once its child reports it compiled, not when the child's whole
+        # chunk is: a round waiting for its first points waited for every chunk's last
+        # compile (the first round of a cold H100 agent run waited 9-14 s, 2026-12-07).
+        pending = {item.candidate.id: item for item in chunk}
+        child_done = threading.Event()
+        watcher = threading.Thread(
+            target=self._watch_progress, args=(progress, pending, child_done), daemon=True
+        )
+        watcher.start()
         try:
             res = run_child(
                 "screen_compile",
@@ -351,20 +361,33 @@ class Screener:
                 background=True,  # while the screen child times the points compiled before
                 cancel=self._closed,
             )
-            done = {r["candidate_id"]: r for r in _read_lines(progress)}
         finally:
+            child_done.set()
+            watcher.join()
+            self._take_progress(progress, pending)  # what it wrote after the last look
             shutil.rmtree(root, ignore_errors=True)
         with self._lock:
             self.compile_cpu_s += res.wall_s
-        for item in chunk:
-            r = done.get(item.candidate.id)
-            if r is not None:
-                self._compiled(item, r["ok"], r.get("failure", ""), r.get("log", ""), r["seconds"])
-            elif res.status is ChildStatus.TIMEOUT:
+        for item in pending.values():  # never reported: the child ran out of time or died
+            if res.status is ChildStatus.TIMEOUT:
                 self._compiled(item, False, "timeout", "compile did not finish in time", 0.0)
             else:
                 why = f"compile child {res.status.value}: {res.error} {res.output[-800:]}"
                 self._compiled(item, False, "crash", why, 0.0)
+
+    def _watch_progress(
+        self, progress: Path, pending: dict[str, _Item], child_done: threading.Event
+    ) -> None:
+        while not child_done.wait(PROGRESS_POLL_S):
+            self._take_progress(progress, pending)
+
+    def _take_progress(self, progress: Path, pending: dict[str, _Item]) -> None:
+        """The points a compile child reported since the last look: ready (or failed) now.
+        Called by one thread at a time: the chunk's watcher, then its pool thread."""
+        for r in _read_lines(progress):
+            item = pending.pop(r.get("candidate_id", ""), None)
+            if item is not None:
+                self._compiled(item, r["ok"], r.get("failure", ""), r.get("log", ""), r["seconds"])
 
     def _compiled(self, item: _Item, ok: bool, failure: str, log: str, seconds: float) -> None:
         item.compile_s = seconds

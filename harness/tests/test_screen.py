@@ -246,3 +246,55 @@ def test_triton_compiles_go_before_queued_builds_which_never_take_every_worker(
         for _ in range(9):
             release.release()
         screener.close()
+
+
+def test_a_compiled_point_is_ready_while_the_rest_of_its_chunk_still_compiles(
+    monkeypatch, tmp_path
+):
+    # A compile child reports each point as it finishes; the screen may take that point at
+    # once rather than when the child's whole chunk is done (a cold run's first round waited
+    # for every chunk's last compile).
+    import json
+    import threading
+
+    from harness import device, sandbox
+    from harness.sandbox.parent import ChildResult, ChildStatus
+    from harness.screen import ScreenConfig
+    from kernels.ops.matmul.families import tiled
+
+    monkeypatch.setenv("KF_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(device, "gpu_visible", lambda: True)
+    problem = parse_problem("matmul", "256x512x512", "bf16", "NN")
+    family = tiled.TiledMatmul()
+    points = [ScreenPoint(family.name, {**family.default(problem), "GROUP": g}) for g in (1, 4)]
+    release = threading.Event()
+
+    def compile_child(phase, job, workdir, **_):  # reports the first point, then waits
+        assert phase == "screen_compile" and len(job["points"]) == 2
+        with open(job["progress_path"], "a") as f:
+            ids = [p["candidate_id"] for p in job["points"]]
+            f.write(json.dumps({"candidate_id": ids[0], "ok": True, "seconds": 2.0}) + "\n")
+            f.flush()
+            assert release.wait(timeout=20)
+            f.write(json.dumps({"candidate_id": ids[1], "ok": True, "seconds": 2.0}) + "\n")
+        return ChildResult(ChildStatus.OK, wall_s=4.0)
+
+    monkeypatch.setattr(sandbox, "run_child", compile_child)
+    screener = Screener(
+        problem, config=ScreenConfig(compile_workers=1), deadline_at=time.monotonic() + 60
+    )
+    try:
+        assert screener.submit(points) == 2
+        deadline = time.monotonic() + 10
+        while screener.ready < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (screener.ready, screener.compiling) == (1, 1)  # its chunk-mate still compiles
+        release.set()
+        deadline = time.monotonic() + 10
+        while screener.ready < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (screener.ready, screener.compiling) == (2, 0)
+        assert screener.compile_cpu_s == 4.0
+    finally:
+        release.set()
+        screener.close()
