@@ -94,7 +94,7 @@ class FinalStep:
     tell the search's overrun from the compile-ahead wait (results/worker_scaling_h200x4_together.json)."""
 
     stopped_s: float  # run time when the search stopped
-    reserve_s: float  # kept back for the last verification at that moment
+    reserve_s: float  # kept back for the finish's verifications at that moment
     timeout_s: float = 0.0  # given to the last verification (0: none ran)
     wall_s: float = 0.0  # its evaluate() call, the wait for its compile ahead included
     harness_s: float = 0.0  # the harness's own duration of it

@@ -40,7 +40,7 @@ def finish(state: OptimizeState, runtime: Runtime[RunContext]) -> Command[Litera
     update: dict[str, Any] = {"pending": [], "plan": None}
     broken = state.get("stop_reason") in (StopReason.CANCELLED, StopReason.HARNESS_ERRORS)
     end_search(ctx.evaluator)
-    final = FinalStep(stopped_s=ctx.elapsed(), reserve_s=stopping.reserve(state, ctx))
+    final = FinalStep(stopped_s=ctx.elapsed(), reserve_s=stopping.kept_back(state, ctx))
     after: OptimizeState = {**state, **update}  # type: ignore[typeddict-item]
     while (
         not broken

@@ -268,6 +268,46 @@ def test_a_further_final_verification_starts_only_when_the_time_left_covers_it()
     assert result.gpu_s <= 38.0
 
 
+def test_a_search_that_screens_to_its_cap_keeps_back_time_for_three_verifications():
+    """Every render screens at 1.05x and no plateau stops the search: it screens until only
+    what is kept back is left. Keeping back one verification ended such runs with 2 in all
+    (the search's first and the finish's: both_ways_h100_mixtral_w1_m32.json); while near
+    ties wait, it now keeps back one more for each of the VERIFIED_TARGET still owed."""
+    from agents.stopping import KEPT_SHARE, VERIFIED_TARGET
+
+    evaluator = FakeEvaluator(
+        lambda source: 1.0,
+        screen_score=lambda source: 1.05,
+        screen_regime=OFFLINE,
+        screen_s=0.5,
+        verify_s=10.0,
+    )
+    reporter = ListReporter()
+    result = optimize(
+        PROBLEM,
+        config(evaluator, finalists=1, budget=Budget(wall_s=None, gpu_s=120.0)),
+        reporter,
+    )
+    assert result.stop_reason == "gpu_time" and result.gpu_s <= 120.0
+    assert len(evaluator.verified) == VERIFIED_TARGET == 3
+    final = reporter.searches[-1].final
+    assert final is not None and final.verified == 2
+    assert final.reserve_s == pytest.approx(2 * 1.2 * 10.0)  # one owed beyond the reserve
+    assert KEPT_SHARE * 120.0 >= 2 * 1.2 * 10.0  # (the share would hold two)
+    # A budget whose share holds no whole second verification screens as before.
+    small = FakeEvaluator(
+        lambda source: 1.0,
+        screen_score=lambda source: 1.05,
+        screen_regime=OFFLINE,
+        screen_s=0.5,
+        verify_s=10.0,
+    )
+    optimize(
+        PROBLEM, config(small, finalists=1, budget=Budget(wall_s=None, gpu_s=50.0)), ListReporter()
+    )
+    assert len(small.verified) == 2
+
+
 def test_it_stops_once_the_target_speedup_is_reached():
     result = optimize(
         PROBLEM, config(FakeEvaluator(block_m_score), target_speedup=1.2), ListReporter()
