@@ -275,19 +275,25 @@ def test_a_search_that_screens_to_its_cap_keeps_back_time_for_three_verification
     ties wait, it now keeps back one more for each of the VERIFIED_TARGET still owed."""
     from agents.stopping import KEPT_SHARE, VERIFIED_TARGET
 
-    evaluator = FakeEvaluator(
-        lambda source: 1.0,
-        screen_score=lambda source: 1.05,
-        screen_regime=OFFLINE,
-        screen_s=0.5,
-        verify_s=10.0,
-    )
-    reporter = ListReporter()
-    result = optimize(
-        PROBLEM,
-        config(evaluator, finalists=1, budget=Budget(wall_s=None, gpu_s=120.0)),
-        reporter,
-    )
+    def run(gpu_s):
+        evaluator, reporter = (
+            FakeEvaluator(
+                lambda source: 1.0,
+                screen_score=lambda source: 1.05,
+                screen_regime=OFFLINE,
+                screen_s=0.5,
+                verify_s=10.0,
+            ),
+            ListReporter(),
+        )
+        budget = Budget(wall_s=None, gpu_s=gpu_s)
+        return (
+            evaluator,
+            reporter,
+            optimize(PROBLEM, config(evaluator, finalists=1, budget=budget), reporter),
+        )
+
+    evaluator, reporter, result = run(120.0)
     assert result.stop_reason == "gpu_time" and result.gpu_s <= 120.0
     assert len(evaluator.verified) == VERIFIED_TARGET == 3
     final = reporter.searches[-1].final
@@ -295,16 +301,7 @@ def test_a_search_that_screens_to_its_cap_keeps_back_time_for_three_verification
     assert final.reserve_s == pytest.approx(2 * 1.2 * 10.0)  # one owed beyond the reserve
     assert KEPT_SHARE * 120.0 >= 2 * 1.2 * 10.0  # (the share would hold two)
     # A budget whose share holds no whole second verification screens as before.
-    small = FakeEvaluator(
-        lambda source: 1.0,
-        screen_score=lambda source: 1.05,
-        screen_regime=OFFLINE,
-        screen_s=0.5,
-        verify_s=10.0,
-    )
-    optimize(
-        PROBLEM, config(small, finalists=1, budget=Budget(wall_s=None, gpu_s=50.0)), ListReporter()
-    )
+    small, _, _ = run(50.0)
     assert len(small.verified) == 2
 
 
